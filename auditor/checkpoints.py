@@ -1,0 +1,101 @@
+"""Parse Kafka's checkpoint files (KAFKA-FORMATS 2.1 and 3.1).
+
+``leader-epoch-checkpoint`` entries are ``<epoch> <startOffset>``; the offset checkpoints
+(``replication-offset-checkpoint``, ``log-start-offset-checkpoint``,
+``recovery-point-offset-checkpoint``) hold ``<topic> <partition> <offset>``. Line 1 is the
+version (``0``), line 2 the entry count. As in Kafka's reader, an unknown version, a count
+that does not match, or a malformed entry makes the whole file unusable: all its lines are
+quarantined with the reason, and the file is reported unusable. An empty file, or one with
+only a version line, is a valid empty checkpoint. Blank lines are skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType, LongType
+
+from auditor.discovery import LEADER_EPOCH
+
+
+@dataclass(frozen=True)
+class ParsedCheckpoints:
+    """Entries of usable checkpoint files, per-file verdicts, and per-line dispositions."""
+
+    entries: DataFrame  # file_id, kind, snapshot, broker, log_dir, topic, partition, epoch, offset, rel
+    files: DataFrame  # file_id, kind, snapshot, broker, log_dir, topic, partition, rel, usable, reason
+    lines: DataFrame  # file_id, line_number, disposition, error, shown, snapshot, broker, rel
+
+
+def parse_checkpoints(numbered: DataFrame, files: DataFrame) -> ParsedCheckpoints:
+    """Parse numbered checkpoint lines.
+
+    Args:
+        numbered: ``file_id, line_number, text`` of checkpoint files.
+        files: ``file_id, kind, rel, snapshot, broker, log_dir, topic, partition`` (small).
+    """
+    t = F.trim(F.col("text"))
+    is_epoch = F.col("kind") == LEADER_EPOCH
+    fields = F.split(t, r"\s+")
+    n_fields = F.when(t == "", 0).otherwise(F.size(fields))
+    topic_re = r"^[A-Za-z0-9._-]+$"
+    entry_ok = F.when(
+        is_epoch,
+        (n_fields == 2) & fields[0].try_cast(IntegerType()).isNotNull()
+        & fields[1].try_cast(LongType()).isNotNull(),
+    ).otherwise(
+        (n_fields == 3) & fields[0].rlike(topic_re) & fields[1].try_cast(IntegerType()).isNotNull()
+        & fields[2].try_cast(LongType()).isNotNull()
+    )
+    # Rank among non-blank lines: 1 = version, 2 = count, then entries.
+    nonblank = Window.partitionBy("file_id").orderBy("line_number")
+    lines = (
+        numbered.join(F.broadcast(files), "file_id")
+        .select("*", t.alias("t"), (t == "").alias("blank"), entry_ok.alias("entry_ok"),
+                fields.alias("fields"))
+        .withColumn("rank", F.sum(F.when(~F.col("blank"), 1).otherwise(0)).over(nonblank))
+    )
+    per_file = lines.filter(~F.col("blank")).groupBy("file_id").agg(
+        F.max(F.when(F.col("rank") == 1, F.col("t"))).alias("version"),
+        F.max(F.when(F.col("rank") == 2, F.col("t"))).alias("count_text"),
+        F.count(F.when(F.col("rank") > 2, 1)).alias("n_entries"),
+        F.min(F.when((F.col("rank") > 2) & ~F.col("entry_ok"), F.col("line_number"))).alias("bad_line"),
+    )
+    reason = (
+        F.when(F.col("version").isNull(), F.lit(None))
+        .when(F.col("version") != "0", F.format_string(
+            "unrecognised checkpoint version %s (expected 0)", F.substring("version", 1, 40)))
+        .when(F.col("count_text").isNull(), F.lit(None))
+        .when(~F.col("count_text").rlike(r"^\d+$"), F.lit("entry count line is not a number"))
+        .when(F.col("bad_line").isNotNull(), F.format_string("malformed entry on line %d", F.col("bad_line")))
+        .when(F.col("count_text").try_cast(LongType()) != F.col("n_entries"), F.format_string(
+            "expected %s entries but found %d", F.col("count_text"), F.col("n_entries")))
+    )
+    verdicts = files.join(per_file.select("file_id", reason.alias("reason")), "file_id", "left").select(
+        "file_id", "kind", "snapshot", "broker", "log_dir", "topic", "partition", "rel",
+        F.col("reason").isNull().alias("usable"), "reason")
+    judged = lines.join(F.broadcast(verdicts.select("file_id", "usable", "reason")), "file_id")
+    disposition = (
+        F.when(F.col("blank"), "skipped")
+        .when(~F.col("usable"), "quarantined")
+        .when(F.col("rank") <= 2, "skipped")
+        .otherwise("parsed")
+    )
+    dispositions = judged.select(
+        "file_id", "line_number", disposition.alias("disposition"),
+        F.when(~F.col("usable") & ~F.col("blank"), F.concat(F.lit("checkpoint file rejected: "), F.col("reason"))).alias("error"),
+        F.substring(F.col("t"), 1, 200).alias("shown"), "snapshot", "broker", "rel",
+    )
+    good = judged.filter(F.col("usable") & (F.col("rank") > 2) & ~F.col("blank"))
+    entries = good.select(
+        "file_id", "kind", "snapshot", "broker", "log_dir", "rel", "line_number",
+        F.when(F.col("kind") == LEADER_EPOCH, F.col("topic")).otherwise(F.col("fields")[0]).alias("topic"),
+        F.when(F.col("kind") == LEADER_EPOCH, F.col("partition"))
+        .otherwise(F.col("fields")[1].try_cast(IntegerType())).alias("partition"),
+        F.when(F.col("kind") == LEADER_EPOCH, F.col("fields")[0].try_cast(IntegerType())).alias("epoch"),
+        F.when(F.col("kind") == LEADER_EPOCH, F.col("fields")[1])
+        .otherwise(F.col("fields")[2]).try_cast(LongType()).alias("offset"),
+    )
+    return ParsedCheckpoints(entries=entries, files=verdicts, lines=dispositions)

@@ -1,0 +1,95 @@
+"""Parse ``kafka-topics.sh --describe`` output (Kafka 0.11 to 4.x, SPEC 3.1).
+
+Topic lines (``Topic: t  [TopicId: id]  PartitionCount: n  ReplicationFactor: r
+Configs: k=v,...``) give each topic's ``cleanup.policy``; partition lines (``Topic: t
+Partition: p  Leader: l  Replicas: a,b  Isr: a,b  [Elr: ..  LastKnownElr: ..]``) give the
+metadata. Keys may or may not have a space after the colon (0.11 prints ``Topic:t``);
+empty values are valid; unknown ``Key: value`` fields are ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, IntegerType
+
+
+@dataclass(frozen=True)
+class ParsedDescribe:
+    """Partition metadata, topic configs, and per-line dispositions."""
+
+    metadata: DataFrame  # snapshot, topic, partition, leader, replicas, isr, elr, last_known_elr, has_elr, file
+    topics: DataFrame  # snapshot, topic, cleanup_policy
+    lines: DataFrame
+
+
+def _value(t: Column, key: str, pattern: str = r"\S*") -> Column:
+    """Value of ``Key:`` in a tab/space separated describe line ('' when empty, null when absent)."""
+    present = t.rlike(rf"(^|\s){key}:")
+    return F.when(present, F.regexp_extract(t, rf"(?:^|\s){key}:[ ]?({pattern})", 1))
+
+
+def _ids(value: Column) -> Column:
+    """``'1,2,3'`` -> ``[1, 2, 3]``; ``''`` -> ``[]``; null stays null."""
+    return F.when(value.isNull(), F.lit(None).cast(ArrayType(IntegerType()))).otherwise(
+        F.filter(F.transform(F.split(value, ","), lambda x: F.trim(x).try_cast(IntegerType())), lambda x: x.isNotNull()))
+
+
+def cleanup_policy(configs: Column) -> Column:
+    """``cleanup.policy`` from a ``Configs:`` value, whose own value may hold commas."""
+    value = F.regexp_extract(configs, r"(?:^|,)\s*cleanup\.policy=((?:[^,=]+)(?:,(?![\w.-]+=)[^,=]+)*)", 1)
+    return F.when(value != "", value)
+
+
+def parse_describe(numbered: DataFrame, files: DataFrame) -> ParsedDescribe:
+    """Parse numbered ``topics-describe.txt`` lines.
+
+    Args:
+        numbered: ``file_id, line_number, text``.
+        files: ``file_id, rel, snapshot, broker`` (small).
+    """
+    t = F.trim(F.regexp_replace(F.col("text"), "\r$", ""))
+    lines = numbered.join(F.broadcast(files), "file_id").select("*", t.alias("t"))
+    is_part = F.col("t").rlike(r"(^|\s)Partition:\s*\d+") & F.col("t").rlike(r"(^|\s)Topic:\s*\S")
+    is_topic = F.col("t").rlike(r"(^|\s)PartitionCount:") & F.col("t").rlike(r"(^|\s)Topic:\s*\S")
+    leader_text = _value(F.col("t"), "Leader", r"-?\d+|none")
+    leader_ok = leader_text.isNotNull() & (leader_text != "")
+    kind = (
+        F.when(F.col("t") == "", "blank")
+        .when(is_part & leader_ok, "partition")
+        .when(is_part, "bad_partition")
+        .when(is_topic, "topic")
+        .otherwise("unknown")
+    )
+    lines = lines.withColumn("kind", kind)
+    dispositions = lines.select(
+        "file_id", "line_number",
+        F.when(F.col("kind") == "blank", "skipped").when(F.col("kind").isin("partition", "topic"), "parsed")
+        .otherwise("quarantined").alias("disposition"),
+        F.when(F.col("kind") == "bad_partition", "partition line without a Leader: value")
+        .when(F.col("kind") == "unknown", "unrecognised line in topics-describe.txt").alias("error"),
+        F.substring(F.col("t"), 1, 300).alias("shown"), "snapshot", "broker", "rel",
+    )
+    topic = F.regexp_extract(F.col("t"), r"(?:^|\s)Topic:\s*(\S+)", 1)
+    leader = F.when(leader_text.isin("none", "-1"), F.lit(None)).otherwise(leader_text).cast(IntegerType())
+    elr = _value(F.col("t"), "Elr", r"[\d,]*")
+    parts = lines.filter(F.col("kind") == "partition").select(
+        "snapshot", topic.alias("topic"),
+        F.regexp_extract(F.col("t"), r"(?:^|\s)Partition:\s*(\d+)", 1).try_cast(IntegerType()).alias("partition"),
+        leader.alias("leader"),
+        _ids(_value(F.col("t"), "Replicas", r"[\d,]*")).alias("replicas"),
+        _ids(_value(F.col("t"), "Isr", r"[\d,]*")).alias("isr"),
+        _ids(elr).alias("elr"),
+        _ids(_value(F.col("t"), "LastKnownElr", r"[\d,]*")).alias("last_known_elr"),
+        elr.isNotNull().alias("has_elr"),
+        F.col("rel").alias("file"), "line_number",
+    )
+    first = Window.partitionBy("snapshot", "topic", "partition").orderBy("file", "line_number")
+    metadata = parts.withColumn("_n", F.row_number().over(first)).filter("_n = 1").drop("_n", "line_number")
+    topics = lines.filter(F.col("kind") == "topic").select(
+        "snapshot", topic.alias("topic"),
+        cleanup_policy(F.regexp_extract(F.col("t"), r"(?:^|\s)Configs:\s*(.*)$", 1)).alias("cleanup_policy"),
+    ).groupBy("snapshot", "topic").agg(F.max("cleanup_policy").alias("cleanup_policy"))
+    return ParsedDescribe(metadata=metadata, topics=topics, lines=dispositions)

@@ -1,0 +1,158 @@
+"""The line grammar of ``kafka-dump-log.sh`` / DumpLogSegments output, Kafka 0.8 to 4.x.
+
+Pure ``Column`` builders: classify a line and pull its metadata fields out with built-in
+regular expressions. Payloads never leave this module: :func:`metadata_part` cuts every
+line at the first key/payload/control field before any field is read, and
+:func:`redacted` is what ``parse_errors.line`` stores.
+
+Line kinds (era letters as in KAFKA-FORMATS.md 1.4):
+
+``header``          ``Dumping <path>``
+``segment_start``   ``Starting offset: N`` (0.8-3.2) / ``Log starting offset: N`` (3.3+)
+``batch_v2``        ``baseOffset: ...`` batch line (eras D shallow, E-J)
+``batch_legacy``    ``offset: N position: P ... size: ...`` magic 0/1 batch line (D shallow, E-J)
+``message_legacy``  ``offset: N position: P ... payloadsize: ...`` message line (eras A-C)
+``record_deep``     ``offset: N position: P ... keysize: ...`` record line (era D deep, 0.11-2.1)
+``record``          ``| offset: N ...`` record line (2.2+)
+``record_content``  ``| key: ...`` / ``payload: ...`` contents without metadata (2.8+)
+``invalid_bytes``   ``Found N invalid bytes at the end of F``
+``index_like``      ``offset: N position: P`` / ``timestamp: T offset: N`` / producer and
+                    transaction index lines: valid only inside index sections
+``notice``          tool notices, stderr summaries, KRaft snapshot headers, elisions
+``blank``           empty line
+``unknown``         anything else (a parse error inside a ``.log`` section)
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType, LongType
+
+INT = r"-?\d+"
+
+_CONTENT_CUT = (
+    r"\s(?:key:|payload:|endTxnMarker:|controlType:|LeaderChange:|SnapshotHeader\b|"
+    r"SnapshotFooter\b|KRaftVersion\b|KRaftVoters\b).*$"
+)
+
+_NOTICES = "|".join([
+    r"^.* is deprecated\. Please use .*$",
+    r"^.* is empty\.$",
+    r"^.* passed sanity check\.$",
+    r"^Ignoring unknown file .*$",
+    r"^Mismatches in :.*$",
+    r"^Index offset: .*$",
+    r"^Non-consecutive offsets in .*$",
+    r"^-?\d+ is followed by -?\d+$",
+    r"^Found timestamp mismatch in :.*$",
+    r"^Index timestamp: .*$",
+    r"^Found out of order timestamp in :.*$",
+    r"^The following indexed offsets are not found in the log\.$",
+    r"^Indexed offset: .*$",
+    r"^Snapshot end offset: .*$",
+    r"^KRaft bootstrap snapshot$",
+    r"^\.\.\.+$",
+    r"^#.*$",
+])
+
+BATCH_KINDS = ("batch_v2", "batch_legacy")
+REBUILT_KINDS = ("message_legacy", "record_deep")
+RECORD_KINDS = ("record", "record_content")
+
+
+def stripped(text: Column) -> Column:
+    """The line without surrounding whitespace (pastes are often indented; CR of CRLF)."""
+    return F.trim(F.regexp_replace(text, r"[\r\t]+$", ""))
+
+
+def metadata_part(line: Column) -> Column:
+    """The line cut before its first key, payload or control-record field."""
+    return F.regexp_replace(line, _CONTENT_CUT, "")
+
+
+def line_kind(line: Column) -> Column:
+    """Classify a stripped line (see the module docstring for the kinds)."""
+    offset_line = line.rlike(rf"^offset: {INT} position: {INT}")
+    return (
+        F.when(line == "", "blank")
+        .when(line.rlike(r"^Dumping \S"), "header")
+        .when(line.rlike(rf"^(Log s|S)tarting offset: {INT}$"), "segment_start")
+        .when(line.rlike(r"^Found \d+ invalid bytes at the end of "), "invalid_bytes")
+        .when(line.startswith("baseOffset: "), "batch_v2")
+        .when(line.rlike(r"^\|\s*offset: "), "record")
+        .when(line.rlike(r"^\|?\s*(key|payload): "), "record_content")
+        .when(offset_line & line.rlike(r"\spayloadsize: "), "message_legacy")
+        .when(offset_line & line.rlike(r"\skeysize: "), "record_deep")
+        .when(offset_line & line.rlike(r"\ssize: "), "batch_legacy")
+        .when(offset_line & line.rlike(rf"^offset: {INT} position: {INT}$"), "index_like")
+        .when(line.rlike(rf"^timestamp: {INT} offset: {INT}$"), "index_like")
+        .when(line.rlike(r"^(producerId: |version: \d+ producerId: )"), "index_like")
+        .when(line.rlike(_NOTICES), "notice")
+        .otherwise("unknown")
+    )
+
+
+def field_text(meta: Column, name: str, pattern: str = r"\S+") -> Column:
+    """The text of ``name: value`` in ``meta``, or null when absent."""
+    value = F.regexp_extract(meta, rf"(?:^|\s){name}: ({pattern})(?=\s|$)", 1)
+    return F.when(value != "", value)
+
+
+def field_long(meta: Column, name: str) -> Column:
+    """A numeric field as BIGINT (null when absent or not a number)."""
+    return field_text(meta, name, INT).try_cast(LongType())
+
+
+def field_int(meta: Column, name: str) -> Column:
+    """A numeric field as INT (null when absent or not a number)."""
+    return field_text(meta, name, INT).try_cast(IntegerType())
+
+
+def field_bool(meta: Column, *names: str) -> Column:
+    """A ``true``/``false`` field, trying each spelling in ``names`` (e.g. isvalid/isValid)."""
+    values = [field_text(meta, n, "true|false") for n in names]
+    return F.coalesce(*values) == F.lit("true")
+
+
+def header_path(line: Column) -> Column:
+    """The path of a ``Dumping <path>`` line."""
+    return F.regexp_extract(line, r"^Dumping (.+)$", 1)
+
+
+def section_kind(path: Column) -> Column:
+    """What a ``Dumping`` section holds, from the suffix of its path (KAFKA-FORMATS 1.2)."""
+    return (
+        F.when(path.rlike(r"\.log$"), "log")
+        .when(path.rlike(r"\.(index|timeindex|snapshot|txnindex)$"), "index")
+        .when(path.rlike(r"\.checkpoint$"), "kraft-snapshot")
+        .otherwise("other")
+    )
+
+
+def header_topic_partition(path: Column) -> tuple[Column, Column]:
+    """``(topic, partition)`` from the parent folder of a header path, nulls when absent."""
+    pattern = r"(?:^|[/\\])([^/\\]+)-(\d+)[/\\][^/\\]+$"
+    topic = F.regexp_extract(path, pattern, 1)
+    part = F.regexp_extract(path, pattern, 2)
+    return F.when(topic != "", topic), F.when(part != "", part.try_cast(IntegerType()))
+
+
+def header_base_offset(path: Column) -> Column:
+    """Segment base offset from the file name of a header path (``000...123.log`` -> 123)."""
+    value = F.regexp_extract(path, r"(?:^|[/\\])(\d+)\.[^/\\]*$", 1)
+    return F.when(value != "", value.try_cast(LongType()))
+
+
+def redacted(line: Column, kind: Column) -> Column:
+    """What ``parse_errors.line`` may store: metadata only, never payloads.
+
+    A line the grammar recognises is cut before its content fields. A line it does not
+    recognise may be a payload continued over several physical lines, so only its length
+    is kept.
+    """
+    meta = F.substring(metadata_part(line), 1, 500)
+    return F.when(
+        kind == "unknown",
+        F.concat(F.lit("<unrecognised line of "), F.length(line).cast("string"), F.lit(" characters, not shown>")),
+    ).otherwise(meta)

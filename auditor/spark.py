@@ -1,0 +1,77 @@
+"""The one place where a SparkSession is built."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+logger = logging.getLogger(__name__)
+
+#: Settings every session of the auditor gets; callers may add or override entries.
+BASE_CONF: dict[str, str] = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.showConsoleProgress": "false",
+    # We list the input files ourselves (cheap os.scandir walk); never start a Spark job to
+    # list thousands of explicit paths again.
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.driver.memory": "4g",
+}
+
+
+def build_session(
+    master: str | None = None,
+    app_name: str = "log-auditor",
+    conf: dict[str, str] | None = None,
+) -> SparkSession:
+    """Return the active SparkSession, or build one with the auditor's settings.
+
+    Args:
+        master: Spark master URL; ``None`` keeps what spark-submit set, else ``local[*]``.
+        app_name: application name shown in the Spark UI.
+        conf: extra Spark settings, applied after :data:`BASE_CONF`.
+
+    Returns:
+        The session. When one is already active (spark-submit, a notebook) it is reused.
+    """
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    elif "SPARK_MASTER" not in os.environ and not _launched_by_spark_submit():
+        builder = builder.master("local[*]")
+    settings = dict(BASE_CONF)
+    settings.update(conf or {})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _launched_by_spark_submit() -> bool:
+    """True when spark-submit started this Python process (it sets the master for us)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ or "SPARK_ENV_LOADED" in os.environ
+
+
+def has_delta_classes(spark: SparkSession) -> bool:
+    """True when Delta Lake's Spark classes are on the JVM classpath of ``spark``.
+
+    A missing Delta extension only logs a warning at session start, so the classes are
+    checked directly.
+    """
+    try:
+        jvm = spark.sparkContext._jvm  # noqa: SLF001 - the only way to probe the classpath
+        assert jvm is not None
+        jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")
+        return True
+    except Exception:  # py4j raises Py4JJavaError, a missing gateway AttributeError
+        return False
