@@ -87,7 +87,16 @@ def parse_dumps(raw: DataFrame, files: DataFrame) -> ParsedDumps:
         .transform(_with_replica)
         .transform(_with_disposition)
     )
-    lines = lines.persist(StorageLevel.MEMORY_AND_DISK)
+    # One row per line, payload-free: materialise it once (cutting the lineage), then the
+    # batch, segment and accounting queries all read it.
+    lines = lines.select(
+        "file_id", "line_number", "block_start", "mono", "kind", "disposition", "error", "shown",
+        "snapshot", "broker", "rel", "r_topic", "r_partition", "skind", "section_problem",
+        "section_pos", "section_line", "segment_base_offset", "owner_ff",
+        "f_base", "f_last", "f_count", "f_epoch", "f_crc", "f_valid", "f_control", "f_txn",
+        "f_magic", "f_codec", "f_offset", "f_position", "f_number",
+    ).localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
+    narrow.unpersist()
     batches = _batches(lines)
     segments = _segments(lines)
     accounting = lines.select(

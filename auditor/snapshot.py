@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from functools import reduce
 from typing import Any
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -128,20 +129,25 @@ def _load_kafka(spark: SparkSession, found: d.Discovery) -> Snapshot:
         read_text_lines(spark, dump_files),
         files.filter(F.col("kind") == d.DUMP).select("file_id", "rel", "snapshot", "broker", "topic", "partition"),
     )
-    small = number_lines(read_text_lines(spark, other_files)).select("file_id", "line_number", "text")
+    batches = _keep(dumps.batches.withColumnRenamed("broker", "replica"))
+    segments = _keep(dumps.segments.withColumnRenamed("broker", "replica"))
+
+    small = _keep(number_lines(read_text_lines(spark, other_files)).select("file_id", "line_number", "text"))
     small_files = files.filter(F.col("kind") != d.DUMP)
     checkpoint_files = small_files.filter(F.col("kind") != d.DESCRIBE)
     cps = parse_checkpoints(
         small.join(checkpoint_files.select("file_id"), "file_id"),
         checkpoint_files.select("file_id", "kind", "rel", "snapshot", "broker", "log_dir", "topic", "partition"),
     )
+    entries = _keep(cps.entries.withColumnRenamed("broker", "replica"))
+    cp_verdicts = _keep(cps.files)
     describe_files = small_files.filter(F.col("kind") == d.DESCRIBE)
     desc = parse_describe(
         small.join(describe_files.select("file_id"), "file_id"),
         describe_files.select("file_id", "rel", "snapshot", "broker"),
     )
 
-    line_dispositions = dumps.lines.unionByName(cps.lines).unionByName(desc.lines)
+    line_dispositions = _keep(dumps.lines.unionByName(cps.lines).unionByName(desc.lines))
     accounting = files.join(
         line_dispositions.groupBy("file_id").agg(
             F.count(F.lit(1)).alias("lines"),
@@ -159,24 +165,26 @@ def _load_kafka(spark: SparkSession, found: d.Discovery) -> Snapshot:
     line_errors = line_dispositions.filter(F.col("disposition") == "quarantined").select(
         "snapshot", "broker", F.col("rel").alias("file"), "line_number",
         F.lit(None).cast(LongType()).alias("byte_offset"), F.col("shown").alias("line"), "error")
-    parse_errors = problems.unionByName(line_errors)
 
-    batches = dumps.batches.withColumnRenamed("broker", "replica")
-    segments = dumps.segments.withColumnRenamed("broker", "replica")
-    entries = cps.entries.withColumnRenamed("broker", "replica")
     epoch_cache = entries.filter(F.col("kind") == d.LEADER_EPOCH).select(
         *REPLICA, "epoch", F.col("offset").alias("start_offset"), F.col("rel").alias("file"))
-    replicas = _replicas(files, batches, segments, cps.files)
-    hwm = _per_replica(replicas, entries, d.HWM, "high_watermark")
-    log_start = _per_replica(replicas, entries, d.LOG_START, "log_start_offset")
-    recovery = _per_replica(replicas, entries, d.RECOVERY_POINT, "recovery_point")
+    replicas = _keep(_replicas(files, batches, segments, cp_verdicts))
     return Snapshot(
         format="kafka", root=found.root, snapshots=found.snapshots,
-        batches=batches, epoch_cache=epoch_cache, hwm=hwm, metadata=desc.metadata,
-        parse_errors=parse_errors, segments=segments, log_start=log_start,
-        recovery_point=recovery, topics=desc.topics, replicas=replicas, accounting=accounting,
+        batches=batches, epoch_cache=epoch_cache, metadata=_keep(desc.metadata),
+        hwm=_per_replica(replicas, entries, d.HWM, "high_watermark"),
+        parse_errors=_keep(problems.unionByName(line_errors)), segments=segments,
+        log_start=_per_replica(replicas, entries, d.LOG_START, "log_start_offset"),
+        recovery_point=_per_replica(replicas, entries, d.RECOVERY_POINT, "recovery_point"),
+        topics=_keep(desc.topics), replicas=replicas, accounting=_keep(accounting),
         files_read=len(found.files), files_skipped=found.skipped,
     )
+
+
+def _keep(df: DataFrame) -> DataFrame:
+    """Materialise a parsed DataFrame and cut its lineage: every output table reads it, so
+    the logs are parsed once and later query plans stay small."""
+    return df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
 
 
 def _replicas(files: DataFrame, batches: DataFrame, segments: DataFrame, cp_files: DataFrame) -> DataFrame:

@@ -47,8 +47,12 @@ def build_session(
     if master is not None:
         builder = builder.master(master)
     elif "SPARK_MASTER" not in os.environ and not _launched_by_spark_submit():
-        builder = builder.master("local[*]")
+        master = "local[*]"
+        builder = builder.master(master)
     settings = dict(BASE_CONF)
+    if master is None or master.startswith("local"):
+        # Few, larger shuffle partitions suit one machine; clusters keep their own setting.
+        settings["spark.sql.shuffle.partitions"] = str(max(4, 2 * (os.cpu_count() or 2)))
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -1,0 +1,35 @@
+"""Log-consistency auditor for Kafka and other replicated logs, on Apache Spark.
+
+Python API (SPEC section 7)::
+
+    import auditor
+    snap = auditor.load_snapshot(spark, "/path/to/snapshot")
+    tables = auditor.audit(snap)
+
+Nothing here starts Spark at import time.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "audit", "load_snapshot"]
+
+if TYPE_CHECKING:
+    from auditor.engine import audit
+    from auditor.snapshot import load_snapshot
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: `auditor --help` and the pure-Python tests never import pyspark.
+    if name == "load_snapshot":
+        from auditor.snapshot import load_snapshot
+
+        return load_snapshot
+    if name == "audit":
+        from auditor.engine import audit
+
+        return audit
+    raise AttributeError(name)

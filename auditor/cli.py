@@ -1,0 +1,115 @@
+"""Command line: ``auditor audit ...``. A thin click group; pyspark is imported lazily
+inside commands so ``auditor --help`` is instant."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from auditor.checks import FAIL_ON_CHOICES, FORMATS, PROTOCOLS
+from auditor.errors import AuditorError
+
+logger = logging.getLogger("auditor")
+
+
+def _audit_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of ``audit``, shared with ``jobs/audit.py``."""
+    options = [
+        click.argument("snapshot", type=click.Path(file_okay=False, path_type=str)),
+        click.option("--out", required=True, type=click.Path(file_okay=False, path_type=str),
+                     help="Directory of the Delta tables (created if missing)."),
+        click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+                     help="Input format: kafka snapshot (default) or tables."),
+        click.option("--cluster", default=None, help="Cluster name stored in every row [default: default]."),
+        click.option("--snapshot", "snapshot_label", default=None,
+                     help="ISO-8601 instant labelling an input without snapshot= folders [default: now]."),
+        click.option("--run-id", default=None, help="Run id; re-running with the same id replaces its rows [default: new UUID]."),
+        click.option("--protocol", type=click.Choice(PROTOCOLS), default=None,
+                     help="Truncation protocol to evaluate [default: epoch for kafka, raft for table]."),
+        click.option("--fail-on", type=click.Choice(FAIL_ON_CHOICES), default=None,
+                     help="Exit 1 when an unsuppressed finding is at or above this severity [default: critical]."),
+        click.option("--conf", "conf_file", type=click.Path(dir_okay=False, path_type=str), default=None,
+                     help="TOML config file (see conf/default.toml)."),
+        click.option("--master", default=None, help="Spark master URL [default: local[*]]."),
+        click.option("--report", type=click.Path(dir_okay=False, path_type=str), default=None,
+                     help="Also write an HTML summary of the run to this file."),
+        click.option("--verbose", "-v", is_flag=True, help="Show tracebacks and Spark's own log lines."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+@click.group(context_settings={"auto_envvar_prefix": "AUDITOR", "help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="log-auditor")
+def main() -> None:
+    """Audit replicated logs (Kafka, Raft) for divergence, truncation and data loss."""
+
+
+@main.command("audit")
+@_audit_options
+def audit_command(**kwargs: Any) -> None:
+    """Audit SNAPSHOT and write the findings as Delta tables under --out.
+
+    Exit status: 0 clean, 1 when a finding reaches --fail-on, 2 on bad usage or input.
+    """
+    sys.exit(run_from_options(**kwargs))
+
+
+def run_from_options(
+    snapshot: str, out: str, fmt: str | None, cluster: str | None, snapshot_label: str | None,
+    run_id: str | None, protocol: str | None, fail_on: str | None, conf_file: str | None,
+    master: str | None, report: str | None, verbose: bool,
+) -> int:
+    """Run one audit from parsed options and return the exit status (0, 1 or 2)."""
+    _setup_logging(verbose)
+    started = time.monotonic()
+
+    def progress(msg: str) -> None:
+        click.echo(f"[{time.monotonic() - started:6.1f}s] {msg}", err=True)
+
+    try:
+        from auditor.config import load_config
+
+        cfg = load_config(conf_file).with_overrides(
+            format=fmt, cluster=cluster, protocol=protocol, fail_on=fail_on, master=master)
+        progress("starting Spark")
+        from auditor.run import format_summary, run_audit
+        from auditor.spark import build_session
+
+        spark = build_session(cfg.master, conf=cfg.spark_conf)
+        if not verbose:
+            spark.sparkContext.setLogLevel("ERROR")
+        result = run_audit(spark, snapshot, out, cfg, run_id=run_id, snapshot_label=snapshot_label,
+                           progress=progress)
+        click.echo(format_summary(result))
+        if report:
+            from auditor.report import write_report
+
+            write_report(report, result)
+            click.echo(f"report: {report}")
+        if result.exit_code:
+            click.echo(f"{result.failing} finding(s) at or above --fail-on {cfg.fail_on}", err=True)
+        return result.exit_code
+    except AuditorError as exc:
+        if verbose:
+            logger.exception("audit failed")
+        click.echo(f"auditor: error: {exc}", err=True)
+        return exc.exit_code
+    except Exception as exc:  # a run that fails before it finishes: exit 2 (SPEC 7)
+        if verbose:
+            logger.exception("audit failed")
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        click.echo(f"auditor: error: the run failed: {first[:300]} (use --verbose for details)", err=True)
+        return 2
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.ERROR)

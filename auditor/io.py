@@ -1,0 +1,156 @@
+"""All reads and writes of the output tables: one module, two Delta backends.
+
+Spark's Delta writer when the session has Delta's classes (a cluster started with the
+Delta jars), else the ``deltalake`` package from Arrow, so the embedded default works with
+no access to Maven. Both declare the schemas of :mod:`auditor.schemas` explicitly and
+write UTC-aware timestamps; both replace exactly one run's rows (``run_id = ...``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Protocol
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from auditor.errors import OutputError
+from auditor.schemas import PARTITION_COLUMNS
+from auditor.spark import has_delta_classes
+
+logger = logging.getLogger(__name__)
+
+
+def arrow_type(dtype: T.DataType) -> pa.DataType:
+    """The Arrow type both writers use for a Spark type (timestamps are UTC-aware)."""
+    mapping: dict[type[T.DataType], pa.DataType] = {
+        T.StringType: pa.string(), T.IntegerType: pa.int32(), T.LongType: pa.int64(),
+        T.BooleanType: pa.bool_(), T.DateType: pa.date32(), T.DoubleType: pa.float64(),
+        T.TimestampType: pa.timestamp("us", tz="UTC"),
+    }
+    for spark_type, arrow in mapping.items():
+        if isinstance(dtype, spark_type):
+            return arrow
+    raise TypeError(f"no Arrow mapping for {dtype}")
+
+
+def arrow_schema(schema: T.StructType) -> pa.Schema:
+    """``schema`` as an Arrow schema, nullability included."""
+    return pa.schema([pa.field(f.name, arrow_type(f.dataType), f.nullable) for f in schema.fields])
+
+
+def run_predicate(run_id: str) -> str:
+    """SQL predicate selecting one run's rows (run ids are validated to be quote-free)."""
+    if "'" in run_id:
+        raise ValueError("run_id must not contain quotes")
+    return f"run_id = '{run_id}'"
+
+
+class TableWriter(Protocol):
+    """Writes one output table; ``name`` is ``delta-spark`` or ``deltalake``."""
+
+    name: str
+
+    def replace_run(self, path: str, df: DataFrame, schema: T.StructType, run_id: str) -> None:
+        """Replace the rows of ``run_id`` in the table at ``path`` with ``df``'s rows."""
+
+    def append(self, path: str, df: DataFrame, schema: T.StructType) -> None:
+        """Append ``df``'s rows to the table at ``path``."""
+
+
+class DeltaRsWriter:
+    """``deltalake`` (delta-rs) writer: the output DataFrame goes to the driver as Arrow.
+
+    Output tables are per replica, per finding or per quarantined line, never per batch.
+    """
+
+    name = "deltalake"
+
+    def _arrow(self, df: DataFrame, schema: T.StructType) -> pa.Table:
+        target = arrow_schema(schema)
+        table = df.toArrow()
+        columns = [table.column(f.name).cast(f.type) for f in target]
+        return pa.Table.from_arrays(columns, schema=target)
+
+    def _ensure(self, path: str, schema: T.StructType) -> None:
+        from deltalake import DeltaTable
+
+        if not DeltaTable.is_deltatable(path):
+            os.makedirs(path, exist_ok=True)
+            DeltaTable.create(path, schema=arrow_schema(schema), partition_by=list(PARTITION_COLUMNS),
+                              mode="ignore")
+
+    def replace_run(self, path: str, df: DataFrame, schema: T.StructType, run_id: str) -> None:
+        from deltalake import write_deltalake
+
+        data = self._arrow(df, schema)
+        self._ensure(path, schema)
+        write_deltalake(path, data, mode="overwrite", predicate=run_predicate(run_id),
+                        partition_by=list(PARTITION_COLUMNS))
+
+    def append(self, path: str, df: DataFrame, schema: T.StructType) -> None:
+        from deltalake import write_deltalake
+
+        data = self._arrow(df, schema)
+        self._ensure(path, schema)
+        write_deltalake(path, data, mode="append", partition_by=list(PARTITION_COLUMNS))
+
+
+class SparkDeltaWriter:
+    """Delta Lake's own Spark writer; needs Delta's jars and SQL extension in the session."""
+
+    name = "delta-spark"
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+
+    def _ensure(self, path: str, schema: T.StructType) -> None:
+        from delta.tables import DeltaTable
+
+        (DeltaTable.createIfNotExists(self.spark).location(path).addColumns(schema)
+         .partitionedBy(*PARTITION_COLUMNS).execute())
+
+    def replace_run(self, path: str, df: DataFrame, schema: T.StructType, run_id: str) -> None:
+        self._ensure(path, schema)
+        (df.write.format("delta").mode("overwrite").option("replaceWhere", run_predicate(run_id))
+         .save(path))
+
+    def append(self, path: str, df: DataFrame, schema: T.StructType) -> None:
+        self._ensure(path, schema)
+        df.write.format("delta").mode("append").save(path)
+
+
+def choose_writer(spark: SparkSession) -> TableWriter:
+    """Spark's Delta writer when its classes are loaded, else ``deltalake``."""
+    if has_delta_classes(spark):
+        return SparkDeltaWriter(spark)
+    return DeltaRsWriter()
+
+
+def table_path(out: str, name: str) -> str:
+    """Where table ``name`` lives under OUT."""
+    return os.path.join(out, name)
+
+
+def check_writable(out: str) -> None:
+    """Create OUT if needed and make sure files can be written there."""
+    try:
+        os.makedirs(out, exist_ok=True)
+        probe = os.path.join(out, ".auditor-write-probe")
+        with open(probe, "w", encoding="utf-8") as fh:
+            fh.write("ok")
+        os.remove(probe)
+    except OSError as exc:
+        raise OutputError(f"output {out} is not writable: {exc.strerror or exc}") from exc
+
+
+def read_table(spark: SparkSession, out: str, name: str) -> DataFrame:
+    """Read an output table back (Spark's Delta reader when present, else via deltalake)."""
+    path = table_path(out, name)
+    if has_delta_classes(spark):
+        return spark.read.format("delta").load(path)
+    from deltalake import DeltaTable
+
+    return spark.createDataFrame(DeltaTable(path).to_pyarrow_table())

@@ -1,0 +1,141 @@
+"""Epoch lineage and epoch caches per replica (SPEC 4.1 and 6.1 ``epoch_lineage``).
+
+All functions are DataFrame -> DataFrame over the parsed snapshot; a replica is
+``(snapshot, topic, partition, replica)``.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+REPLICA = ["snapshot", "topic", "partition", "replica"]
+
+
+def replica_offsets(batches: DataFrame, segments: DataFrame, log_start: DataFrame) -> DataFrame:
+    """LEO, log start offset and counts per replica (SPEC section 2).
+
+    LEO = max(last offset of the last batch + 1, base offset of the newest segment dumped).
+    Log start = the ``log-start-offset-checkpoint`` entry, else the lowest segment base
+    offset dumped, else the lowest batch base offset (dumps without ``Dumping`` headers).
+
+    Returns:
+        ``snapshot, topic, partition, replica, log_end_offset, log_start_offset,
+        batch_count, record_count``; only replicas with batches or segments.
+    """
+    per_batch = batches.groupBy(*REPLICA).agg(
+        (F.max("last_offset") + 1).alias("_after_last"),
+        F.min("base_offset").alias("_min_base"),
+        F.count(F.lit(1)).alias("batch_count"),
+        F.sum("record_count").alias("record_count"),
+    )
+    per_segment = segments.groupBy(*REPLICA).agg(
+        F.max("segment_base_offset").alias("_max_seg"), F.min("segment_base_offset").alias("_min_seg"))
+    return (
+        per_batch.join(per_segment, REPLICA, "full")
+        .join(log_start, REPLICA, "left")
+        .select(
+            *REPLICA,
+            F.greatest(F.col("_after_last"), F.col("_max_seg")).alias("log_end_offset"),
+            F.coalesce(F.col("log_start_offset"), F.col("_min_seg"), F.col("_min_base")).alias("log_start_offset"),
+            F.coalesce(F.col("batch_count"), F.lit(0)).cast("bigint").alias("batch_count"),
+            F.coalesce(F.col("record_count"), F.lit(0)).cast("bigint").alias("record_count"),
+        )
+    )
+
+
+def log_lineage(batches: DataFrame) -> DataFrame:
+    """Maximal runs of contiguous batches (no gap, no overlap) with one epoch, per replica.
+
+    Returns:
+        ``snapshot, topic, partition, replica, epoch, start_offset, end_offset, batch_count``
+        with ``end_offset`` = last offset of the run + 1. Epoch -1 runs are included.
+    """
+    order = Window.partitionBy(*REPLICA).orderBy("base_offset", "last_offset", "epoch")
+    new_run = (
+        F.lag("last_offset").over(order).isNull()
+        | (F.col("epoch") != F.lag("epoch").over(order))
+        | (F.col("base_offset") != F.lag("last_offset").over(order) + 1)
+    )
+    running = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    return (
+        batches.select(*REPLICA, "base_offset", "last_offset", "epoch")
+        .withColumn("_new", new_run.cast("int"))
+        .withColumn("_run", F.sum("_new").over(running))
+        .groupBy(*REPLICA, "_run", "epoch")
+        .agg(F.min("base_offset").alias("start_offset"), (F.max("last_offset") + 1).alias("end_offset"),
+             F.count(F.lit(1)).alias("batch_count"))
+        .drop("_run")
+    )
+
+
+def rebuilt_cache(batches: DataFrame) -> DataFrame:
+    """The epoch cache Kafka rebuilds from the log: ``assign(epoch, baseOffset)`` per batch.
+
+    Kafka's ``assign`` (2.0.1+, KAFKA-FORMATS 2.2) over the batches with epoch >= 0 in
+    offset order adds an entry whenever the epoch differs from the latest entry's, after
+    removing every entry whose epoch is >= the new epoch or whose start is >= the new
+    start. So the entries that survive are the epoch-change points whose epoch and start
+    are both below those of every later epoch-change point.
+
+    Returns:
+        ``snapshot, topic, partition, replica, epoch, start_offset``.
+    """
+    order = Window.partitionBy(*REPLICA).orderBy("base_offset", "last_offset", "epoch")
+    changes = (
+        batches.filter(F.col("epoch") >= 0)
+        .select(*REPLICA, "epoch", "base_offset", "last_offset")
+        .withColumn("_prev", F.lag("epoch").over(order))
+        .filter(F.col("_prev").isNull() | (F.col("_prev") != F.col("epoch")))
+    )
+    later = Window.partitionBy(*REPLICA).orderBy("base_offset", "last_offset", "epoch").rowsBetween(
+        1, Window.unboundedFollowing)
+    return (
+        changes.withColumn("_min_e", F.min("epoch").over(later))
+        .withColumn("_min_s", F.min("base_offset").over(later))
+        .filter((F.col("_min_e").isNull() | (F.col("epoch") < F.col("_min_e")))
+                & (F.col("_min_s").isNull() | (F.col("base_offset") < F.col("_min_s"))))
+        .select(*REPLICA, "epoch", F.col("base_offset").alias("start_offset"))
+    )
+
+
+def effective_cache(epoch_cache: DataFrame, rebuilt: DataFrame, replicas: DataFrame,
+                    offsets: DataFrame) -> DataFrame:
+    """The epoch cache every lookup uses (SPEC 4.1).
+
+    A usable ``leader-epoch-checkpoint`` without its entries whose start is above the LEO
+    (an entry at the LEO is kept); else the cache rebuilt from the log.
+
+    Returns:
+        ``snapshot, topic, partition, replica, epoch, start_offset, log_end_offset,
+        cache_source`` (``checkpoint`` or ``log``).
+    """
+    r = replicas.select(*REPLICA, "epoch_file_usable").join(
+        offsets.select(*REPLICA, "log_end_offset"), REPLICA, "left")
+    from_file = (
+        epoch_cache.select(*REPLICA, "epoch", "start_offset")
+        .join(r.filter(F.col("epoch_file_usable")), REPLICA)
+        .filter(F.col("log_end_offset").isNull() | (F.col("start_offset") <= F.col("log_end_offset")))
+        .select(*REPLICA, "epoch", "start_offset", "log_end_offset", F.lit("checkpoint").alias("cache_source"))
+    )
+    from_log = (
+        rebuilt.join(r.filter(~F.col("epoch_file_usable")), REPLICA)
+        .select(*REPLICA, "epoch", "start_offset", "log_end_offset", F.lit("log").alias("cache_source"))
+    )
+    return from_file.unionByName(from_log)
+
+
+def checkpoint_lineage(cache: DataFrame) -> DataFrame:
+    """``epoch_lineage`` rows of ``source = checkpoint``: one per entry of the effective
+    cache read from the file, ending at the next entry's start or at the LEO."""
+    nxt = Window.partitionBy(*REPLICA).orderBy("epoch")
+    return cache.filter(F.col("cache_source") == "checkpoint").select(
+        *REPLICA, "epoch", "start_offset",
+        F.coalesce(F.lead("start_offset").over(nxt), F.col("log_end_offset"), F.col("start_offset")).alias("end_offset"),
+        F.lit(None).cast("bigint").alias("batch_count"),
+    )
+
+
+def latest_epochs(cache: DataFrame) -> DataFrame:
+    """``latest_epoch`` per replica: the epoch of the last entry of its effective cache."""
+    return cache.groupBy(*REPLICA).agg(F.max("epoch").alias("latest_epoch"))
