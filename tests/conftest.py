@@ -1,0 +1,65 @@
+"""Shared test fixtures: one session-scoped SparkSession (local[2], 2 shuffle partitions,
+UI off, UTC), and helpers that lay out snapshot directories."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+DUMPS = FIXTURES / "dumps"
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    from auditor.spark import build_session
+
+    session = build_session("local[2]", app_name="auditor-tests", conf={
+        "spark.sql.shuffle.partitions": "2",
+        "spark.ui.enabled": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.memory": "2g",
+        "spark.sql.adaptive.enabled": "false",
+    })
+    yield session
+
+
+def write(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path``, creating folders."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def checkpoint(entries: list[tuple[object, ...]], version: int = 0, count: int | None = None) -> str:
+    """Text of a Kafka checkpoint file with ``entries`` (one tuple per line)."""
+    n = len(entries) if count is None else count
+    return "\n".join([str(version), str(n), *(" ".join(str(x) for x in e) for e in entries)]) + "\n"
+
+
+def copy_fixture(name: str, dest: Path) -> Path:
+    """Copy a dump fixture into ``dest`` (a folder), keeping its name."""
+    dest.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copy(DUMPS / name, dest / name))
+
+
+def physical_lines(path: Path) -> int:
+    """Number of lines as a text reader sees them (a last line without newline counts)."""
+    data = path.read_bytes()
+    if not data:
+        return 0
+    return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+
+
+@pytest.fixture()
+def chdir_tmp(tmp_path: Path) -> Iterator[Path]:
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        yield tmp_path
+    finally:
+        os.chdir(old)
