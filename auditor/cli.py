@@ -4,6 +4,7 @@ inside commands so ``auditor --help`` is instant."""
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -12,7 +13,7 @@ from typing import Any
 import click
 
 from auditor.checks import FAIL_ON_CHOICES, FORMATS, PROTOCOLS
-from auditor.errors import AuditorError
+from auditor.errors import AuditorError, InputError
 
 logger = logging.getLogger("auditor")
 
@@ -78,11 +79,13 @@ def run_from_options(
 
         cfg = load_config(conf_file).with_overrides(
             format=fmt, cluster=cluster, protocol=protocol, fail_on=fail_on, master=master)
+        if cfg.format == "kafka" and not os.path.isdir(snapshot):
+            raise InputError(f"input {snapshot} does not exist or is not a directory")
         progress("starting Spark")
         from auditor.run import format_summary, run_audit
         from auditor.spark import build_session
 
-        spark = build_session(cfg.master, conf=cfg.spark_conf)
+        spark = build_session(cfg.master, conf=cfg.spark_conf, quiet=not verbose)
         if not verbose:
             spark.sparkContext.setLogLevel("ERROR")
         result = run_audit(spark, snapshot, out, cfg, run_id=run_id, snapshot_label=snapshot_label,

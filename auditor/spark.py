@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ def build_session(
     master: str | None = None,
     app_name: str = "log-auditor",
     conf: dict[str, str] | None = None,
+    quiet: bool = False,
 ) -> SparkSession:
     """Return the active SparkSession, or build one with the auditor's settings.
 
@@ -34,6 +36,7 @@ def build_session(
         master: Spark master URL; ``None`` keeps what spark-submit set, else ``local[*]``.
         app_name: application name shown in the Spark UI.
         conf: extra Spark settings, applied after :data:`BASE_CONF`.
+        quiet: keep Spark's console log to errors from the JVM's start (the CLI's default).
 
     Returns:
         The session. When one is already active (spark-submit, a notebook) it is reused.
@@ -53,6 +56,9 @@ def build_session(
     if master is None or master.startswith("local"):
         # Few, larger shuffle partitions suit one machine; clusters keep their own setting.
         settings["spark.sql.shuffle.partitions"] = str(max(4, 2 * (os.cpu_count() or 2)))
+    if quiet:
+        log_conf = Path(__file__).with_name("log4j2.properties")
+        settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={log_conf.as_uri()}"
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
