@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Collect what the auditor needs from one Kafka broker, in the SPEC 3.1 snapshot layout:
+#
+#   OUT/broker=<id>/<logdir>/replication-offset-checkpoint     (copied FIRST)
+#   OUT/broker=<id>/<logdir>/<topic>-<partition>/<segment>.log.txt   (kafka-dump-log.sh output)
+#   OUT/broker=<id>/<logdir>/<topic>-<partition>/leader-epoch-checkpoint  (copied LAST)
+#   OUT/broker=<id>/<logdir>/log-start-offset-checkpoint, recovery-point-offset-checkpoint
+#   OUT/topics-describe.txt   (with --bootstrap-server)
+#
+# The order makes a running broker yield a consistent snapshot: HWMs read before the logs
+# can only be lower than what the dumps hold, and epoch checkpoints read after the logs
+# cover every epoch the dumps show. Payloads are never dumped (no --print-data-log).
+#
+# usage: collect-broker-snapshot.sh --broker-id N --log-dirs DIR[,DIR...] --out OUT
+#            [--kafka-bin DIR] [--deep-iteration] [--bootstrap-server HOST:PORT]
+set -euo pipefail
+
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+
+BROKER="" LOG_DIRS="" OUT="" KAFKA_BIN="${KAFKA_BIN:-}" DEEP="" BOOTSTRAP=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --broker-id) BROKER="$2"; shift 2 ;;
+        --log-dirs) LOG_DIRS="$2"; shift 2 ;;
+        --out) OUT="$2"; shift 2 ;;
+        --kafka-bin) KAFKA_BIN="$2"; shift 2 ;;
+        --deep-iteration) DEEP="--deep-iteration"; shift ;;
+        --bootstrap-server) BOOTSTRAP="$2"; shift 2 ;;
+        -h|--help) usage ;;
+        *) echo "collect: unknown argument $1" >&2; usage ;;
+    esac
+done
+[ -n "$BROKER" ] && [ -n "$LOG_DIRS" ] && [ -n "$OUT" ] || usage
+case "$BROKER" in ''|*[!0-9]*) echo "collect: --broker-id must be an integer" >&2; exit 2 ;; esac
+
+# kafka-dump-log.sh exists from Kafka 2.0; older releases run the class directly.
+if [ -n "$KAFKA_BIN" ] && [ -x "$KAFKA_BIN/kafka-dump-log.sh" ]; then
+    DUMP=("$KAFKA_BIN/kafka-dump-log.sh")
+elif [ -n "$KAFKA_BIN" ] && [ -x "$KAFKA_BIN/kafka-run-class.sh" ]; then
+    DUMP=("$KAFKA_BIN/kafka-run-class.sh" kafka.tools.DumpLogSegments)
+elif command -v kafka-dump-log.sh >/dev/null 2>&1; then
+    DUMP=(kafka-dump-log.sh)
+else
+    echo "collect: kafka-dump-log.sh not found (use --kafka-bin)" >&2; exit 2
+fi
+
+DEST="$OUT/broker=$BROKER"
+mkdir -p "$DEST"
+IFS=',' read -r -a DIRS <<< "$LOG_DIRS"
+
+copy_if_present() { if [ -f "$1" ]; then cp "$1" "$2"; fi; }
+
+i=0
+for dir in "${DIRS[@]}"; do
+    [ -d "$dir" ] || { echo "collect: log dir $dir does not exist" >&2; exit 2; }
+    name="logdir$i-$(basename "$dir")"; i=$((i + 1))
+    mkdir -p "$DEST/$name"
+    # 1. high watermarks first
+    copy_if_present "$dir/replication-offset-checkpoint" "$DEST/$name/"
+    copy_if_present "$dir/log-start-offset-checkpoint" "$DEST/$name/"
+    copy_if_present "$dir/recovery-point-offset-checkpoint" "$DEST/$name/"
+    # 2. the segments
+    parts=0 segs=0
+    for part in "$dir"/*-[0-9]*/; do
+        part="${part%/}"; pname="$(basename "$part")"
+        case "$pname" in *-delete|*-future|*-stray|__cluster_metadata-*) continue ;; esac
+        [[ "$pname" =~ ^.+-[0-9]+$ ]] || continue
+        mkdir -p "$DEST/$name/$pname"
+        for seg in "$part"/*.log; do
+            [ -f "$seg" ] || continue
+            "${DUMP[@]}" --files "$seg" $DEEP > "$DEST/$name/$pname/$(basename "$seg").txt" \
+                2> "$DEST/$name/$pname/$(basename "$seg").stderr" || \
+                echo "collect: kafka-dump-log.sh failed on $seg (kept its output)" >&2
+            segs=$((segs + 1))
+        done
+        parts=$((parts + 1))
+        if [ $((parts % 100)) -eq 0 ]; then echo "collect: $dir: $parts partitions, $segs segments dumped" >&2; fi
+    done
+    echo "collect: $dir: $parts partitions, $segs segments dumped" >&2
+    # 3. epoch checkpoints last
+    for part in "$dir"/*-[0-9]*/; do
+        part="${part%/}"; pname="$(basename "$part")"
+        [ -d "$DEST/$name/$pname" ] || continue
+        copy_if_present "$part/leader-epoch-checkpoint" "$DEST/$name/$pname/"
+    done
+done
+
+if [ -n "$BOOTSTRAP" ]; then
+    TOPICS="${KAFKA_BIN:+$KAFKA_BIN/}kafka-topics.sh"
+    "$TOPICS" --bootstrap-server "$BOOTSTRAP" --describe > "$OUT/topics-describe.txt"
+fi
+echo "collect: broker $BROKER written to $DEST" >&2
