@@ -75,10 +75,12 @@ def run_from_options(
         click.echo(f"[{time.monotonic() - started:6.1f}s] {msg}", err=True)
 
     try:
-        from auditor.config import load_config
+        from auditor.config import load_config, validate_run_id
 
         cfg = load_config(conf_file).with_overrides(
             format=fmt, cluster=cluster, protocol=protocol, fail_on=fail_on, master=master)
+        if run_id is not None:
+            validate_run_id(run_id)
         if cfg.format == "kafka" and not os.path.isdir(snapshot):
             raise InputError(f"input {snapshot} does not exist or is not a directory")
         progress("starting Spark")

@@ -1,0 +1,50 @@
+"""CLI wiring: help is instant, usage and input errors exit 2 with one line, before Spark."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from auditor.cli import main
+from tests.conftest import write
+
+
+def test_help_does_not_import_spark() -> None:
+    code = "import sys; from auditor.cli import main; assert 'pyspark' not in sys.modules; print('ok')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "ok"
+    result = CliRunner().invoke(main, ["audit", "--help"])
+    assert result.exit_code == 0
+    for option in ("--out", "--format", "--cluster", "--snapshot", "--run-id", "--protocol",
+                   "--fail-on", "--conf", "--master", "--report"):
+        assert option in result.output
+
+
+def test_missing_input_exits_2_with_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["audit", str(tmp_path / "nope"), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1].startswith("auditor: error: input")
+    assert not (tmp_path / "o").exists()
+
+
+def test_bad_option_values_exit_2(tmp_path: Path) -> None:
+    runner = CliRunner()
+    assert runner.invoke(main, ["audit", str(tmp_path), "--out", "o", "--protocol", "paxos"]).exit_code == 2
+    assert runner.invoke(main, ["audit", str(tmp_path)]).exit_code == 2  # --out is required
+    bad_run = runner.invoke(main, ["audit", str(tmp_path), "--out", "o", "--run-id", "a b"])
+    assert bad_run.exit_code == 2 and "--run-id" in bad_run.output
+
+
+def test_bad_config_exits_2(tmp_path: Path) -> None:
+    conf = write(tmp_path / "c.toml", "[audit]\nclustr = 'x'\n")
+    result = CliRunner().invoke(main, ["audit", str(tmp_path), "--out", "o", "--conf", str(conf)])
+    assert result.exit_code == 2 and "unknown key" in result.output
+
+
+def test_options_come_from_the_environment(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["audit", str(tmp_path / "nope"), "--out", "o"],
+                                env={"AUDITOR_AUDIT_FAIL_ON": "sometimes"})
+    assert result.exit_code == 2 and "sometimes" in result.output

@@ -1,0 +1,108 @@
+"""End to end: a real audit of the demo snapshot writes the six Delta tables, re-runs
+replace their own rows, and a failed run leaves earlier runs intact."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from auditor import run as run_module
+from auditor.config import Config
+from auditor.demo import write_demo_snapshot
+from auditor.io import arrow_schema
+from auditor.run import format_summary, run_audit
+from auditor.schemas import OUTPUT_TABLES
+
+pytestmark = pytest.mark.spark
+
+
+def rows(out: Path, table: str) -> list[dict]:  # type: ignore[type-arg]
+    return DeltaTable(str(out / table)).to_pyarrow_table().to_pylist()
+
+
+@pytest.fixture(scope="module")
+def demo_run(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
+    base = tmp_path_factory.mktemp("demo")
+    snap = write_demo_snapshot(base / "snapshot")
+    out = base / "out"
+    result = run_audit(spark, str(snap), str(out), Config(cluster="demo"), run_id="run-1")
+    return snap, out, result
+
+
+def test_all_tables_written_with_declared_schema(demo_run) -> None:  # type: ignore[no-untyped-def]
+    _, out, result = demo_run
+    assert result.writer == "deltalake" and result.exit_code == 0
+    for name, schema in OUTPUT_TABLES.items():
+        dt = DeltaTable(str(out / name))
+        table = dt.to_pyarrow_table()
+        expected = arrow_schema(schema)
+        assert table.schema.names == expected.names, name
+        assert [f.type for f in table.schema] == [f.type for f in expected], name
+        assert dt.metadata().partition_columns == ["cluster", "day"]
+        for field in expected:
+            if not field.nullable and table.num_rows:
+                assert table.column(field.name).null_count == 0, (name, field.name)
+
+
+def test_runs_row_and_counts(demo_run) -> None:  # type: ignore[no-untyped-def]
+    snap, out, result = demo_run
+    (run,) = rows(out, "runs")
+    assert run["status"] == "SUCCEEDED" and run["run_id"] == "run-1" and run["cluster"] == "demo"
+    assert run["writer"] == "deltalake" and run["protocol"] == "epoch" and run["format"] == "kafka"
+    assert run["started_at"] <= run["finished_at"] and str(run["started_at"].tzinfo) == "UTC"
+    counts = json.loads(run["counts"])
+    for key in ("files", "files_skipped", "lines", "lines_parsed", "lines_skipped", "lines_quarantined",
+                "batches", "partitions", "replicas", "findings"):
+        assert key in counts
+    assert counts["lines"] == counts["lines_parsed"] + counts["lines_skipped"] + counts["lines_quarantined"]
+    assert (counts["partitions"], counts["replicas"], counts["batches"]) == (4, 12, 155)
+    assert counts == result.counts
+    summary = format_summary(result)
+    assert "4 partitions, 12 replicas, 155 batches" in summary and str(out) in summary
+
+
+def test_replica_status_and_lineage_values(demo_run) -> None:  # type: ignore[no-untyped-def]
+    _, out, _ = demo_run
+    status = {(r["topic"], r["partition"], r["replica"]): r for r in rows(out, "replica_status")}
+    lagging = status[("orders", 1, 3)]
+    assert (lagging["log_end_offset"], lagging["high_watermark"], lagging["role"], lagging["in_isr"]) == (
+        300, 300, "follower", False)
+    forked = status[("orders", 2, 1)]
+    assert (forked["log_end_offset"], forked["latest_epoch"], forked["batch_count"], forked["record_count"]) == (
+        340, 2, 19, 340)
+    leader = status[("orders", 2, 2)]
+    assert (leader["role"], leader["status"], leader["latest_epoch"]) == ("leader", "leader", 3)
+    lineage = sorted((r["source"], r["epoch"], r["start_offset"], r["end_offset"], r["batch_count"])
+                     for r in rows(out, "epoch_lineage")
+                     if (r["topic"], r["partition"], r["replica"]) == ("orders", 2, 1))
+    assert lineage == [("checkpoint", 1, 0, 300, None), ("checkpoint", 2, 300, 340, None),
+                       ("log", 1, 0, 300, 15), ("log", 2, 300, 340, 4)]
+    parts = {(r["topic"], r["partition"]): r for r in rows(out, "partition_status")}
+    assert parts[("orders", 2)]["leader"] == 2 and parts[("orders", 2)]["leader_source"] == "metadata"
+    assert parts[("orders", 2)]["max_high_watermark"] == 300 and parts[("orders", 2)]["replica_count"] == 3
+
+
+def test_rerun_replaces_own_rows_and_failure_keeps_history(spark, demo_run, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    snap, out, _ = demo_run
+    before = {t: len(rows(out, t)) for t in OUTPUT_TABLES}
+    run_audit(spark, str(snap), str(out), Config(cluster="demo"), run_id="run-1")
+    assert {t: len(rows(out, t)) for t in OUTPUT_TABLES} == before
+    run_audit(spark, str(snap), str(out), Config(cluster="demo"), run_id="run-2")
+    after = {t: len(rows(out, t)) for t in OUTPUT_TABLES}
+    assert after["replica_status"] == 2 * before["replica_status"] and after["runs"] == 2
+
+    def boom(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(run_module, "audit", boom)
+    with pytest.raises(RuntimeError):
+        run_audit(spark, str(snap), str(out), Config(cluster="demo"), run_id="run-1")
+    runs = rows(out, "runs")
+    assert sorted((r["run_id"], r["status"]) for r in runs) == [
+        ("run-1", "FAILED"), ("run-1", "SUCCEEDED"), ("run-2", "SUCCEEDED")]
+    assert {t: len(rows(out, t)) for t in OUTPUT_TABLES if t != "runs"} == {
+        t: n for t, n in after.items() if t != "runs"}
