@@ -10,10 +10,18 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from auditor import lineage, schemas, status
-from auditor.checks import DEFAULT_PROTOCOL, PROTOCOLS
+from functools import reduce
+
+from auditor import findings, lineage, schemas, status
+from auditor.checks import ALWAYS_COMPACTED, DEFAULT_PROTOCOL, PROTOCOLS
+from auditor.config import Config
 from auditor.errors import UsageError
+from auditor.leader import choose_leaders
+from auditor.pairs import build_pairs, follower_status, follower_verdicts, isr_incomplete, pair_findings, partition_findings
 from auditor.snapshot import Snapshot
+
+KEY = ["snapshot", "topic", "partition", "replica"]
+PARTITION = ["snapshot", "topic", "partition"]
 
 
 def conform(df: DataFrame, schema: StructType) -> DataFrame:
@@ -39,10 +47,33 @@ def _cut(df: DataFrame) -> DataFrame:
     return df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
 
 
-def empty_findings(snapshot: Snapshot) -> DataFrame:
-    """A findings DataFrame with no rows (the checks come with the core engine)."""
-    spark = snapshot.batches.sparkSession
-    return spark.createDataFrame([], schemas.FINDINGS).drop("run_id", "cluster", "audit_time", "day")
+def compaction_scope(facts: DataFrame, topics: DataFrame, configured: tuple[str, ...]) -> DataFrame:
+    """Per partition: ``compacted`` (SPEC 4.5) and ``hmax``, the highest HWM of any replica."""
+    always = list(ALWAYS_COMPACTED) + list(configured)
+    policy = topics.groupBy("snapshot", "topic").agg(
+        F.max(F.coalesce(F.col("cleanup_policy"), F.lit("")).contains("compact")).alias("_by_config"))
+    return facts.groupBy(*PARTITION).agg(F.max("high_watermark").alias("hmax")).join(
+        policy, ["snapshot", "topic"], "left").select(
+        *PARTITION, "hmax",
+        (F.coalesce(F.col("_by_config"), F.lit(False)) | F.col("topic").isin(always)).alias("compacted"))
+
+
+def apply_policy(found: DataFrame, config: Config) -> DataFrame:
+    """Severity overrides (``[severity]``) and the allowlist (``suppressed = true``)."""
+    severity = F.col("severity")
+    for check, level in config.severity.items():
+        severity = F.when(F.col("check") == check, F.lit(level)).otherwise(severity)
+    suppressed = F.lit(False)
+    for rule in config.allowlist:
+        match = F.col("check") == rule.check
+        if rule.topic is not None:
+            match = match & (F.col("topic") == rule.topic)
+        if rule.partition is not None:
+            match = match & (F.col("partition") == rule.partition)
+        if rule.replica is not None:
+            match = match & F.col("replica").eqNullSafe(F.lit(rule.replica))
+        suppressed = suppressed | match
+    return found.withColumn("severity", severity).withColumn("suppressed", suppressed)
 
 
 def audit(
@@ -52,6 +83,7 @@ def audit(
     run_id: str | None = None,
     cluster: str = "default",
     audit_time: datetime | None = None,
+    config: Config | None = None,
 ) -> dict[str, DataFrame]:
     """Build every output table of SPEC section 6 except ``runs``, before writing.
 
@@ -61,6 +93,7 @@ def audit(
         run_id: stored in every row (default: a new UUID).
         cluster: stored in every row.
         audit_time: the run's start (default: now, UTC).
+        config: severity overrides, allowlist and compacted topics (default: none).
 
     Returns:
         ``{table name: DataFrame}`` with exactly the columns of :mod:`auditor.schemas`.
@@ -71,23 +104,62 @@ def audit(
     run_id = run_id or str(uuid.uuid4())
     audit_time = audit_time or datetime.now(timezone.utc)
 
-    offsets = _cut(lineage.replica_offsets(snapshot.batches, snapshot.segments, snapshot.log_start))
-    rebuilt = lineage.rebuilt_cache(snapshot.batches)
+    config = config or Config(cluster=cluster)
+    batches = snapshot.batches
+    offsets = _cut(lineage.replica_offsets(batches, snapshot.segments, snapshot.log_start))
+    rebuilt = _cut(lineage.rebuilt_cache(batches))
     cache = _cut(lineage.effective_cache(snapshot.epoch_cache, rebuilt, snapshot.replicas, offsets))
-    facts = _cut(status.replica_facts(
-        snapshot.replicas, offsets, snapshot.hwm, lineage.latest_epochs(cache), snapshot.metadata))
-    findings = empty_findings(snapshot)
+    base_facts = status.replica_facts(
+        snapshot.replicas, offsets, snapshot.hwm, lineage.latest_epochs(cache), snapshot.metadata)
+    epochless = batches.groupBy(*KEY).agg((F.max("epoch") < 0).alias("epochless"))
+    leaders = _cut(choose_leaders(base_facts))
+    facts = _cut(
+        base_facts.drop("role").join(leaders, PARTITION, "left").join(epochless, KEY, "left").select(
+            "*",
+            F.when(F.col("leader").isNull(), F.lit(None))
+            .when(F.col("replica") == F.col("leader"), F.lit("leader")).otherwise(F.lit("follower")).alias("role"),
+        ).withColumn("epochless", F.coalesce(F.col("epochless"), F.lit(False))))
+    scope = _cut(compaction_scope(facts, snapshot.topics, config.compacted_topics))
 
+    pairs = _cut(build_pairs(facts, cache, scope))
+    verdicts = _cut(follower_verdicts(pairs, batches, chosen))
+    usable_checkpoint = snapshot.epoch_cache.join(
+        snapshot.replicas.filter(F.col("epoch_file_usable")).select(*KEY), KEY)
+    has_cache_table = snapshot.format == "kafka" or bool(snapshot.epoch_cache.limit(1).count())
+    raw_findings = reduce(DataFrame.unionByName, [
+        findings.batch_sequence_checks(batches, scope),
+        findings.corrupt_batches(batches, snapshot.segments),
+        findings.hwm_above_leo(facts),
+        findings.epoch_cache_mismatches(
+            usable_checkpoint.join(facts.filter(~F.col("epochless")).select(*KEY), KEY), rebuilt, facts, scope),
+        findings.missing_inputs(facts, snapshot.format == "table", has_cache_table),
+        pair_findings(verdicts, chosen),
+        isr_incomplete(facts, batches, scope),
+        partition_findings(leaders, facts),
+    ])
+    all_findings = _cut(apply_policy(
+        raw_findings.join(leaders.select(*PARTITION, "leader"), PARTITION, "left"), config))
+
+    follower_rows = verdicts.select(
+        *KEY, "divergence_offset", "truncation_offset", "truncation_rounds",
+        F.when(F.col("evaluated") & ~F.col("missing_hwm"), F.coalesce(F.col("removed_records"), F.lit(0)))
+        .alias("records_to_truncate"),
+        follower_status(verdicts).alias("follower_status"))
+    replica_rows = facts.join(follower_rows, KEY, "left").select(
+        "*",
+        F.when(F.col("role") == "leader", "leader")
+        .when(F.col("role") == "follower", F.coalesce(F.col("follower_status"), F.lit("unknown")))
+        .otherwise("unknown").alias("status"))
     epoch_lineage = (
-        lineage.log_lineage(snapshot.batches).withColumn("source", F.lit("log"))
+        lineage.log_lineage(batches).withColumn("source", F.lit("log"))
         .unionByName(lineage.checkpoint_lineage(cache).withColumn("source", F.lit("checkpoint")))
     )
     tables = {
         "parse_errors": snapshot.parse_errors,
         "epoch_lineage": epoch_lineage,
-        "replica_status": status.replica_status(facts),
-        "partition_status": status.partition_status(facts, findings),
-        "findings": findings.withColumn("suppressed", F.lit(False)),
+        "replica_status": replica_rows,
+        "partition_status": status.partition_status(facts, leaders, all_findings),
+        "findings": all_findings,
     }
     return {
         name: conform(with_run_columns(df.drop("run_id", "cluster", "audit_time", "day"),

@@ -77,7 +77,8 @@ def run_audit(
         snap = load_snapshot(spark, snapshot_path, format=config.format, snapshot=snapshot_label,
                              default_snapshot=started)
         progress(f"{snap.files_read} input files found ({sum(snap.files_skipped.values())} skipped); parsing")
-        tables = audit(snap, protocol, run_id=run_id, cluster=config.cluster, audit_time=started)
+        tables = audit(snap, protocol, run_id=run_id, cluster=config.cluster, audit_time=started,
+                       config=config)
         materialised = {}
         for name, df in tables.items():
             progress(f"computing {name}")

@@ -38,30 +38,12 @@ def replica_facts(replicas: DataFrame, offsets: DataFrame, hwm: DataFrame, lates
     )
 
 
-def replica_status(facts: DataFrame) -> DataFrame:
-    """``replica_status`` columns from replica facts (issue-2 level: no follower verdicts).
-
-    Followers get ``status = unknown`` until the leader-against-follower engine has run.
-    """
-    return facts.select(
-        *REPLICA, "role", "in_isr", "log_start_offset", "log_end_offset", "high_watermark",
-        "latest_epoch", "batch_count", "record_count",
-        F.lit(None).cast("bigint").alias("divergence_offset"),
-        F.lit(None).cast("bigint").alias("truncation_offset"),
-        F.lit(None).cast("int").alias("truncation_rounds"),
-        F.lit(None).cast("bigint").alias("records_to_truncate"),
-        F.when(F.col("role") == "leader", "leader").otherwise("unknown").alias("status"),
-        "in_elr",
-    )
-
-
-def partition_status(facts: DataFrame, findings: DataFrame) -> DataFrame:
-    """``partition_status`` per partition holding data, with the leader from metadata."""
+def partition_status(facts: DataFrame, leaders: DataFrame, findings: DataFrame) -> DataFrame:
+    """``partition_status`` per partition holding data."""
     leader = facts.filter(F.col("role") == "leader").select(
         *PARTITION, F.col("latest_epoch").alias("leader_epoch"),
         F.col("log_end_offset").alias("leader_log_end_offset"))
     per_part = facts.groupBy(*PARTITION).agg(
-        F.max("meta_leader").alias("leader"),
         F.count(F.lit(1)).alias("replica_count"),
         F.max("high_watermark").alias("max_high_watermark"),
     )
@@ -72,10 +54,10 @@ def partition_status(facts: DataFrame, findings: DataFrame) -> DataFrame:
     worst = (F.when(F.col("_worst") == 4, "CRITICAL").when(F.col("_worst") == 3, "ERROR")
              .when(F.col("_worst") == 2, "WARNING").when(F.col("_worst") == 1, "INFO"))
     return (
-        per_part.join(leader, PARTITION, "left").join(per_findings, PARTITION, "left")
+        per_part.join(leaders, PARTITION, "left").join(leader, PARTITION, "left")
+        .join(per_findings, PARTITION, "left")
         .select(
-            *PARTITION, "leader",
-            F.when(F.col("leader").isNotNull(), "metadata").otherwise("unknown").alias("leader_source"),
+            *PARTITION, "leader", F.coalesce(F.col("leader_source"), F.lit("unknown")).alias("leader_source"),
             "leader_epoch", "replica_count", "max_high_watermark", "leader_log_end_offset",
             worst.alias("worst_severity"),
             F.coalesce(F.col("finding_count"), F.lit(0)).alias("finding_count"),

@@ -1,0 +1,93 @@
+"""Ground truth, independent of any protocol (SPEC 4.4 and 4.5).
+
+Two replicas agree at an offset when both hold a batch covering it with the same base
+offset, last offset and epoch (and CRC when both print one). Agreement needs identical
+batches, so comparing two replicas is an equi-join of their batches on ``base_offset``.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+PARTITION = ["snapshot", "topic", "partition"]
+
+
+def compared_batches(batches: DataFrame, pairs: DataFrame, own: str, other: str) -> DataFrame:
+    """Each batch of replica ``own`` next to the batch replica ``other`` holds at its base.
+
+    Args:
+        batches: all batches (``replica``, ``base_offset``, ``last_offset``, ``epoch``, ``crc``).
+        pairs: ``PARTITION + [own, other, "lso", "hmax", "compacted"]``: ``lso`` is the
+            higher log start offset of the two replicas, ``hmax`` the higher HWM.
+
+    Returns:
+        One row per batch of ``own`` and batch of ``other`` at the same base (or none):
+        ``PARTITION, own, other, base, last, epoch, crc, o_last, o_epoch, o_crc, agrees,
+        in_scope``. ``in_scope``: the batch reaches ``lso``, and on compacted topics it
+        reaches ``hmax`` (below it each replica's cleaner works on its own).
+    """
+    mine = batches.select(
+        *PARTITION, F.col("replica").alias(own), F.col("base_offset").alias("base"),
+        F.col("last_offset").alias("last"), "epoch", "crc",
+    ).join(pairs, [*PARTITION, own])
+    theirs = batches.select(
+        *PARTITION, F.col("replica").alias(other), F.col("base_offset").alias("base"),
+        F.col("last_offset").alias("o_last"), F.col("epoch").alias("o_epoch"), F.col("crc").alias("o_crc"))
+    joined = mine.join(theirs, [*PARTITION, other, "base"], "left")
+    agrees = (
+        F.col("o_last").isNotNull() & (F.col("last") == F.col("o_last")) & (F.col("epoch") == F.col("o_epoch"))
+        & (F.col("crc").isNull() | F.col("o_crc").isNull() | (F.col("crc") == F.col("o_crc")))
+    )
+    reaches_lso = F.col("lso").isNull() | (F.col("last") >= F.col("lso"))
+    reaches_hmax = ~F.col("compacted") | F.col("hmax").isNull() | (F.col("last") >= F.col("hmax"))
+    return joined.select("*", agrees.alias("agrees"), (reaches_lso & reaches_hmax).alias("in_scope"))
+
+
+def _first_offset_in_scope() -> F.Column:
+    """The first offset of a batch that lies in scope (at or above lso and, compacted, hmax)."""
+    return F.greatest(
+        F.col("base"),
+        F.coalesce(F.col("lso"), F.col("base")),
+        F.when(F.col("compacted"), F.coalesce(F.col("hmax"), F.col("base"))).otherwise(F.col("base")),
+    )
+
+
+def divergence_offsets(compared: DataFrame, own: str, other: str) -> DataFrame:
+    """``divergence_offset`` of ``own`` against ``other``: the smallest offset ``own`` holds
+    in scope where the two do not agree; no row when every batch in scope agrees."""
+    per_batch = compared.filter(F.col("in_scope")).groupBy(*PARTITION, own, other, "base", "last", "lso", "hmax",
+                                                             "compacted").agg(
+        F.max(F.col("agrees").cast("int")).alias("agree"))
+    return per_batch.filter(F.col("agree") == 0).groupBy(*PARTITION, own, other).agg(
+        F.min(_first_offset_in_scope()).alias("divergence_offset"))
+
+
+def same_epoch_conflicts(compared: DataFrame, own: str, other: str) -> DataFrame:
+    """The first batch base where both hold a batch in the same epoch with a different CRC
+    or last offset (two writers in one epoch, or corruption)."""
+    conflict = (
+        F.col("o_last").isNotNull() & (F.col("epoch") == F.col("o_epoch")) & (F.col("epoch") >= 0)
+        & ((F.col("last") != F.col("o_last"))
+           | (F.col("crc").isNotNull() & F.col("o_crc").isNotNull() & (F.col("crc") != F.col("o_crc"))))
+    )
+    return compared.filter(F.col("in_scope") & conflict).groupBy(*PARTITION, own, other).agg(
+        F.min(F.struct("base", "last", "epoch", "crc", "o_last", "o_crc")).alias("conflict"))
+
+
+def first_missing(compared: DataFrame, own: str, other: str, below: str) -> DataFrame:
+    """The first base offset of a batch of ``own`` (in scope, below column ``below``) that
+    ``other`` does not hold an agreeing copy of."""
+    per_batch = compared.filter(F.col("in_scope") & (F.col("base") < F.col(below))).groupBy(
+        *PARTITION, own, other, "base").agg(F.max(F.col("agrees").cast("int")).alias("agree"))
+    return per_batch.filter(F.col("agree") == 0).groupBy(*PARTITION, own, other).agg(
+        F.min("base").alias("first_missing"))
+
+
+def raft_offsets(compared: DataFrame, own: str, other: str) -> DataFrame:
+    """openraft's conflict index: the first index ``own`` holds at which ``other`` has no
+    entry or an entry of another term. Same-term entries are never truncated."""
+    per_batch = compared.groupBy(*PARTITION, own, other, "base").agg(
+        F.max((F.col("o_epoch") == F.col("epoch")).cast("int")).alias("same_term"))
+    return per_batch.filter(F.coalesce(F.col("same_term"), F.lit(0)) == 0).groupBy(*PARTITION, own, other).agg(
+        F.min("base").alias("raft_offset"))

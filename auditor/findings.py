@@ -1,0 +1,207 @@
+"""Building ``findings`` rows (SPEC section 5): one helper shapes every check's rows, and
+the per-replica checks that need only one replica's log and checkpoints live here."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+KEY = ["snapshot", "topic", "partition", "replica"]
+PARTITION = ["snapshot", "topic", "partition"]
+FINDING_COLUMNS = ["snapshot", "topic", "partition", "replica", "check", "severity",
+                   "offset_start", "offset_end", "epoch", "message", "details"]
+
+
+def finding(df: DataFrame, check: str, severity: Column | str, start: Column | None, end: Column | None,
+            epoch: Column | None, message: Column, details: Column, replica: Column | None = None) -> DataFrame:
+    """Shape ``df``'s rows into findings of ``check``; ``details`` is a struct turned to JSON."""
+    sev = F.lit(severity) if isinstance(severity, str) else severity
+    return df.select(
+        "snapshot", "topic", "partition",
+        (replica if replica is not None else F.col("replica")).cast("int").alias("replica"),
+        F.lit(check).alias("check"), sev.alias("severity"),
+        (start if start is not None else F.lit(None)).cast("bigint").alias("offset_start"),
+        (end if end is not None else F.lit(None)).cast("bigint").alias("offset_end"),
+        (epoch if epoch is not None else F.lit(None)).cast("int").alias("epoch"),
+        message.alias("message"), F.to_json(details).alias("details"),
+    )
+
+
+def s(col: str | Column) -> Column:
+    """A column as text for messages ('none' for null)."""
+    c = F.col(col) if isinstance(col, str) else col
+    return F.coalesce(c.cast("string"), F.lit("none"))
+
+
+def batch_sequence_checks(batches: DataFrame, scope: DataFrame) -> DataFrame:
+    """``OFFSET_GAP``, ``OFFSET_OVERLAP`` and ``EPOCH_REGRESSION`` along each replica's log.
+
+    Args:
+        batches: all batches.
+        scope: ``PARTITION + [compacted, hmax]`` (``hmax`` = the highest HWM of the partition).
+    """
+    order = Window.partitionBy(*KEY).orderBy("base_offset", "last_offset", "epoch")
+    before = order.rowsBetween(Window.unboundedPreceding, -1)
+    b = batches.join(scope, PARTITION, "left").select(
+        *KEY, "base_offset", "last_offset", "epoch", "file", "line_number",
+        F.coalesce(F.col("compacted"), F.lit(False)).alias("compacted"), "hmax",
+        F.lag("last_offset").over(order).alias("prev_last"),
+        F.max(F.when(F.col("epoch") >= 0, F.col("epoch"))).over(before).alias("max_before"),
+        F.lag("epoch").over(order).alias("prev_epoch"),
+    )
+    below_hmax = F.col("compacted") & F.col("hmax").isNotNull() & (F.col("base_offset") < F.col("hmax"))
+    gaps = b.filter(F.col("base_offset") > F.col("prev_last") + 1)
+    gap = finding(
+        gaps, "OFFSET_GAP", F.when(F.col("compacted") & below_hmax, "INFO").otherwise("WARNING"),
+        F.col("prev_last") + 1, F.col("base_offset"), F.col("epoch"),
+        F.format_string("Replica %d has no batch for offsets %d to %d: its log jumps from %d to %d%s.",
+                        F.col("replica"), F.col("prev_last") + 1, F.col("base_offset") - 1, F.col("prev_last"),
+                        F.col("base_offset"),
+                        F.when(F.col("compacted"), F.lit(" (compacted topic)")).otherwise(F.lit(""))),
+        F.struct("file", "line_number", F.col("prev_last").alias("previous_last_offset"), "base_offset",
+                 "compacted"))
+    overlaps = b.filter((F.col("base_offset") <= F.col("prev_last")) & ~below_hmax)
+    overlap = finding(
+        overlaps, "OFFSET_OVERLAP", "ERROR", F.col("base_offset"), F.col("last_offset") + 1, F.col("epoch"),
+        F.format_string("Replica %d holds a batch at offsets %d-%d that overlaps the previous batch ending at %d.",
+                        F.col("replica"), F.col("base_offset"), F.col("last_offset"), F.col("prev_last")),
+        F.struct("file", "line_number", "base_offset", "last_offset", F.col("prev_last").alias("previous_last_offset")))
+    # a regression is a run of consecutive batches in one epoch below an earlier epoch
+    regressing = b.filter((F.col("epoch") >= 0) & (F.col("epoch") < F.col("max_before")))
+    reg_order = Window.partitionBy(*KEY).orderBy("base_offset", "last_offset", "epoch")
+    runs = regressing.withColumn("_prev_reg", F.lag("last_offset").over(reg_order)).withColumn(
+        "_prev_reg_epoch", F.lag("epoch").over(reg_order)).withColumn(
+        "_new", (F.col("_prev_reg").isNull() | (F.col("_prev_reg") != F.col("prev_last"))
+                 | (F.col("_prev_reg_epoch") != F.col("epoch"))).cast("int")).withColumn(
+        "_run", F.sum("_new").over(reg_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
+    reg_runs = runs.groupBy(*KEY, "_run", "epoch").agg(
+        F.min("base_offset").alias("start"), (F.max("last_offset") + 1).alias("end"),
+        F.max("max_before").alias("earlier_epoch"), F.min(F.struct("base_offset", "file", "line_number")).alias("first"))
+    regression = finding(
+        reg_runs, "EPOCH_REGRESSION", "ERROR", F.col("start"), F.col("end"), F.col("epoch"),
+        F.format_string("Replica %d wrote offsets %d to %d in epoch %d after already holding epoch %d.",
+                        F.col("replica"), F.col("start"), F.col("end") - 1, F.col("epoch"), F.col("earlier_epoch")),
+        F.struct("earlier_epoch", F.col("first.file").alias("file"), F.col("first.line_number").alias("line_number")))
+    return gap.unionByName(overlap).unionByName(regression)
+
+
+def corrupt_batches(batches: DataFrame, segments: DataFrame) -> DataFrame:
+    """``CORRUPT_BATCH``: batches printed ``isvalid: false`` (CRITICAL) and invalid trailing
+    bytes (WARNING in the newest segment, a torn read of the active one; else CRITICAL)."""
+    bad = batches.filter(F.col("is_valid") == F.lit(False))
+    invalid = finding(
+        bad, "CORRUPT_BATCH", "CRITICAL", F.col("base_offset"), F.col("last_offset") + 1, F.col("epoch"),
+        F.format_string("Replica %d holds a batch at offsets %d-%d whose CRC does not match its content (isvalid: false).",
+                        F.col("replica"), F.col("base_offset"), F.col("last_offset")),
+        F.struct("file", "line_number", "crc"))
+    newest = segments.groupBy(*KEY).agg(F.max("segment_base_offset").alias("newest"))
+    seg_end = batches.groupBy(*KEY, "segment_base_offset").agg((F.max("last_offset") + 1).alias("after_last"))
+    torn = (segments.filter(F.col("invalid_bytes") > 0).join(newest, KEY, "left")
+            .join(seg_end, [*KEY, "segment_base_offset"], "left"))
+    is_newest = F.col("segment_base_offset").eqNullSafe(F.col("newest"))
+    trailing = finding(
+        torn, "CORRUPT_BATCH", F.when(is_newest, "WARNING").otherwise("CRITICAL"),
+        F.coalesce(F.col("after_last"), F.col("segment_base_offset")), None, None,
+        F.format_string("Replica %d's segment %s ends with %d invalid bytes%s.", F.col("replica"),
+                        s("segment_base_offset"), F.col("invalid_bytes"),
+                        F.when(is_newest, F.lit(" (the active segment: probably a torn read)"))
+                        .otherwise(F.lit(" in a segment that is no longer written"))),
+        F.struct("file", "line_number", "invalid_bytes", "segment_base_offset", is_newest.alias("newest_segment")))
+    return invalid.unionByName(trailing)
+
+
+def hwm_above_leo(facts: DataFrame) -> DataFrame:
+    """``HWM_ABOVE_LEO``: ERROR, CRITICAL on the leader or an ISR/ELR member."""
+    bad = facts.filter(F.col("high_watermark") > F.col("log_end_offset"))
+    important = (F.col("role") == "leader") | F.coalesce(F.col("in_isr"), F.lit(False)) | F.coalesce(
+        F.col("in_elr"), F.lit(False))
+    return finding(
+        bad, "HWM_ABOVE_LEO", F.when(important, "CRITICAL").otherwise("ERROR"),
+        F.col("log_end_offset"), F.col("high_watermark"), None,
+        F.format_string("Replica %d's high watermark %d is above its log end offset %d: records it saw "
+                        "committed are gone from its log (often a lossy unclean shutdown).",
+                        F.col("replica"), F.col("high_watermark"), F.col("log_end_offset")),
+        F.struct("high_watermark", "log_end_offset", "role", "in_isr"))
+
+
+def epoch_cache_mismatches(checkpoint: DataFrame, rebuilt: DataFrame, facts: DataFrame,
+                           scope: DataFrame) -> DataFrame:
+    """``EPOCH_CACHE_MISMATCH`` of a usable ``leader-epoch-checkpoint`` against the cache
+    rebuilt from the replica's own log (SPEC 5), one finding per mismatching entry.
+
+    Args:
+        checkpoint: the file's entries (``KEY, epoch, start_offset, file``), usable files only.
+        rebuilt: the cache rebuilt from the log (``KEY, epoch, start_offset``).
+        facts: per replica ``log_start_offset``, ``log_end_offset``.
+        scope: ``PARTITION + [compacted, hmax]``.
+    """
+    f = facts.select(*KEY, F.col("log_start_offset").alias("lso"), F.col("log_end_offset").alias("leo"))
+    nxt = Window.partitionBy(*KEY).orderBy("epoch")
+    cp = checkpoint.join(f, KEY).select(
+        *KEY, "epoch", "start_offset", "file", "lso", "leo",
+        F.lead("start_offset").over(nxt).alias("next_start"),
+        (F.lead("epoch").over(nxt).isNull()).alias("is_latest"))
+    log = rebuilt.select(*KEY, "epoch", F.col("start_offset").alias("log_start"))
+    log_next = Window.partitionBy(*KEY).orderBy("epoch")
+    log_first = rebuilt.groupBy(*KEY).agg(F.min("start_offset").alias("first_log_start"))
+    joined = cp.join(log, [*KEY, "epoch"], "left").join(log_first, KEY, "left").join(scope, PARTITION, "left")
+    compacted_below = F.coalesce(F.col("compacted"), F.lit(False)) & F.col("hmax").isNotNull() & (
+        F.col("start_offset") < F.col("hmax"))
+    at_lso = F.col("start_offset") == F.col("lso")
+    matches = F.col("log_start").isNotNull() & (
+        (F.col("log_start") == F.col("start_offset")) | (at_lso & (F.col("log_start") <= F.col("start_offset"))))
+    in_log_range = (F.col("start_offset") >= F.coalesce(F.col("lso"), F.lit(0))) & (F.col("start_offset") < F.col("leo"))
+    above = (F.col("start_offset") >= F.col("leo")) & ~(F.col("is_latest") & (F.col("start_offset") == F.col("leo")))
+    wrong = joined.filter(in_log_range & ~matches & ~compacted_below)
+    beyond = joined.filter(above)
+    end = F.coalesce(F.col("next_start"), F.col("leo"))
+    details = F.struct("file", "epoch", F.col("start_offset").alias("checkpoint_start"),
+                       F.col("log_start").alias("log_start"), F.col("leo").alias("log_end_offset"))
+    wrong_f = finding(
+        wrong, "EPOCH_CACHE_MISMATCH", "ERROR", F.col("start_offset"), end, F.col("epoch"),
+        F.format_string("Replica %d's leader-epoch-checkpoint says epoch %d starts at %d but its log %s.",
+                        F.col("replica"), F.col("epoch"), F.col("start_offset"),
+                        F.when(F.col("log_start").isNull(), F.lit("has no batch in that epoch"))
+                        .otherwise(F.format_string("starts it at %d", F.col("log_start")))), details)
+    beyond_f = finding(
+        beyond, "EPOCH_CACHE_MISMATCH", "INFO", F.col("start_offset"), end, F.col("epoch"),
+        F.format_string("Replica %d's leader-epoch-checkpoint has epoch %d starting at %d, at or past its "
+                        "log end offset %d (Kafka drops such entries on load).",
+                        F.col("replica"), F.col("epoch"), F.col("start_offset"), F.col("leo")), details)
+    # epochs the log has (at or above the log start offset) that the checkpoint lacks
+    cp_epochs = checkpoint.select(*KEY, "epoch").withColumn("_in_cp", F.lit(True))
+    usable = checkpoint.select(*KEY).distinct()
+    lacking = (rebuilt.join(usable, KEY).join(cp_epochs, [*KEY, "epoch"], "left").filter(F.col("_in_cp").isNull())
+               .join(f, KEY).join(scope, PARTITION, "left")
+               .withColumn("next_start", F.lead("start_offset").over(log_next))
+               .filter(F.col("start_offset") >= F.coalesce(F.col("lso"), F.lit(0)))
+               .filter(~(F.coalesce(F.col("compacted"), F.lit(False)) & F.col("hmax").isNotNull()
+                         & (F.col("start_offset") < F.col("hmax")))))
+    lacking_f = finding(
+        lacking, "EPOCH_CACHE_MISMATCH", "ERROR", F.col("start_offset"),
+        F.coalesce(F.col("next_start"), F.col("leo")), F.col("epoch"),
+        F.format_string("Replica %d's log has epoch %d from offset %d but its leader-epoch-checkpoint lacks it.",
+                        F.col("replica"), F.col("epoch"), F.col("start_offset")),
+        F.struct("epoch", F.col("start_offset").alias("log_start"), F.col("leo").alias("log_end_offset")))
+    return wrong_f.unionByName(beyond_f).unionByName(lacking_f)
+
+
+def missing_inputs(facts: DataFrame, table_format: bool, has_cache_table: bool) -> DataFrame:
+    """``MISSING_INPUT`` per replica: no dumps, no usable epoch checkpoint, no HWM entry, or
+    dumps without epochs (``facts.epochless``). One finding per replica naming every gap and
+    the checks it skips."""
+    reasons = F.filter(F.array(
+        F.when(~F.col("has_dump"), F.lit("no dump files: every log check skipped")),
+        F.when(F.col("has_dump") & ~F.col("epoch_file_usable") & (F.lit(not table_format) | F.lit(has_cache_table)),
+               F.when(F.col("has_epoch_file"), F.lit("leader-epoch-checkpoint unusable (see parse_errors): cache rebuilt from the log"))
+               .otherwise(F.lit("no leader-epoch-checkpoint: cache rebuilt from the log"))),
+        F.when(F.col("high_watermark").isNull(),
+               F.lit("no high watermark entry: HWM checks skipped (HWM_ABOVE_LEO, LOG_MATCHING_VIOLATION, "
+                     "COMMITTED_DATA_LOSS, ISR_INCOMPLETE)")),
+        F.when(F.coalesce(F.col("epochless"), F.lit(False)), F.lit("no epochs in dump: epoch-based checks skipped")),
+    ), lambda x: x.isNotNull())
+    rows = facts.select("*", reasons.alias("reasons")).filter(F.size("reasons") > 0)
+    return finding(
+        rows, "MISSING_INPUT", "WARNING", None, None, None,
+        F.format_string("Replica %d is missing input: %s.", F.col("replica"), F.array_join("reasons", "; ")),
+        F.struct("reasons", "has_dump", "has_epoch_file", "epoch_file_usable", "high_watermark"))

@@ -1,0 +1,42 @@
+"""The leader of each partition (SPEC 4.6): from metadata, else inferred from the caches."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+PARTITION = ["snapshot", "topic", "partition"]
+
+
+def choose_leaders(facts: DataFrame) -> DataFrame:
+    """One row per partition holding data.
+
+    Returns:
+        ``snapshot, topic, partition, leader, leader_source, leader_present``:
+        ``leader_source`` is ``metadata`` (the describe line's leader), ``inferred`` (the
+        replica with the highest latest epoch; ties to the higher LEO, then the higher HWM,
+        then the lower broker id) or ``unknown`` (no replica has an epoch).
+        ``leader_present`` says whether the leader has a replica row with dumps.
+    """
+    rank = Window.partitionBy(*PARTITION).orderBy(
+        F.col("latest_epoch").desc_nulls_last(), F.col("log_end_offset").desc_nulls_last(),
+        F.col("high_watermark").desc_nulls_last(), F.col("replica").asc())
+    inferred = (
+        facts.filter(F.col("latest_epoch").isNotNull())
+        .withColumn("_rank", F.row_number().over(rank))
+        .filter(F.col("_rank") == 1)
+        .select(*PARTITION, F.col("replica").alias("inferred_leader"))
+    )
+    per_partition = facts.groupBy(*PARTITION).agg(F.max("meta_leader").alias("meta_leader"))
+    chosen = per_partition.join(inferred, PARTITION, "left").select(
+        *PARTITION,
+        F.coalesce(F.col("meta_leader"), F.col("inferred_leader")).alias("leader"),
+        F.when(F.col("meta_leader").isNotNull(), "metadata")
+        .when(F.col("inferred_leader").isNotNull(), "inferred")
+        .otherwise("unknown").alias("leader_source"),
+    )
+    present = facts.filter(F.col("has_dump")).select(
+        *PARTITION, F.col("replica").alias("leader"), F.lit(True).alias("leader_present"))
+    return chosen.join(present, [*PARTITION, "leader"], "left").select(
+        *PARTITION, "leader", "leader_source",
+        F.coalesce(F.col("leader_present"), F.lit(False)).alias("leader_present"))

@@ -1,0 +1,195 @@
+"""Leader against each follower (SPEC 5's decision table) and the per-partition checks."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from auditor.divergence import compared_batches, divergence_offsets, first_missing, raft_offsets, same_epoch_conflicts
+from auditor.eoe import cache_arrays
+from auditor.findings import finding, s
+from auditor.truncation import least_strict, truncate_epoch, truncate_one_step
+
+KEY = ["snapshot", "topic", "partition", "replica"]
+PARTITION = ["snapshot", "topic", "partition"]
+EPOCH_PROTOCOLS = ("epoch", "kip-101")
+
+
+def build_pairs(facts: DataFrame, cache: DataFrame, scope: DataFrame) -> DataFrame:
+    """One row per follower whose leader is known and holds dumps.
+
+    Columns: ``KEY`` (``replica`` = the follower), ``leader``, the follower's and leader's
+    LEO, HWM, log start, epoch cache arrays, ``lso`` and ``hmax`` (the higher of the two),
+    ``compacted``, ``epochless`` (either side's dumps carry no epoch).
+    """
+    arrays = cache_arrays(cache)
+    f = facts.filter((F.col("role") == "follower") & F.col("leader_present") & F.col("has_dump")).join(
+        arrays.select(*KEY, F.col("entries").alias("f_entries")), KEY, "left")
+    lead = facts.filter(F.col("role") == "leader").join(
+        arrays.select(*KEY, F.col("entries").alias("l_entries")), KEY, "left").select(
+        *PARTITION, F.col("replica").alias("leader"), F.col("log_end_offset").alias("l_leo"),
+        F.col("high_watermark").alias("l_hwm"), F.col("log_start_offset").alias("l_lso"), "l_entries",
+        F.col("epochless").alias("l_epochless"))
+    return f.join(lead, [*PARTITION, "leader"]).join(scope, PARTITION, "left").select(
+        *KEY, "leader", F.col("log_end_offset").alias("f_leo"), F.col("high_watermark").alias("f_hwm"),
+        F.col("log_start_offset").alias("f_lso"), "f_entries", "l_leo", "l_hwm", "l_lso", "l_entries",
+        F.greatest("f_lso", "l_lso").alias("lso"), F.greatest("f_hwm", "l_hwm").alias("hmax"),
+        F.coalesce(F.col("compacted"), F.lit(False)).alias("compacted"),
+        (F.coalesce(F.col("epochless"), F.lit(False)) | F.coalesce(F.col("l_epochless"), F.lit(False)))
+        .alias("epochless"),
+    )
+
+
+def follower_verdicts(pairs: DataFrame, batches: DataFrame, protocol: str) -> DataFrame:
+    """Per follower: ``divergence_offset``, truncation results, and the first same-epoch
+    conflict. Truncation is not evaluated under an epoch protocol when a dump has no epochs."""
+    sides = pairs.select(*PARTITION, F.col("replica").alias("follower"), "leader", "lso", "hmax", "compacted")
+    compared = compared_batches(batches, sides, "follower", "leader")
+    d = divergence_offsets(compared, "follower", "leader").withColumnRenamed("follower", "replica")
+    conflicts = same_epoch_conflicts(compared, "follower", "leader").withColumnRenamed("follower", "replica")
+    evaluable = pairs.filter(~F.col("epochless")) if protocol in EPOCH_PROTOCOLS else pairs
+    if protocol == "epoch":
+        trunc = truncate_epoch(evaluable, batches)
+    elif protocol == "raft":
+        raft = raft_offsets(compared, "follower", "leader").withColumnRenamed("follower", "replica").drop("leader")
+        trunc = truncate_one_step(evaluable, batches, protocol, raft)
+    else:
+        trunc = truncate_one_step(evaluable, batches, protocol)
+    evaluated = trunc.withColumn("evaluated", F.lit(True))
+    records = batches.join(trunc.select(*KEY, "truncation_offset").filter(F.col("truncation_offset").isNotNull()), KEY) \
+        .filter(F.col("last_offset") >= F.col("truncation_offset")).groupBy(*KEY).agg(
+        F.sum("record_count").alias("removed_records"))
+    return (
+        pairs.join(d.drop("leader"), KEY, "left")
+        .join(conflicts.drop("leader"), KEY, "left")
+        .join(evaluated, KEY, "left")
+        .join(records, KEY, "left")
+        .withColumn("evaluated", F.coalesce(F.col("evaluated"), F.lit(False)))
+    )
+
+
+def follower_status(v: DataFrame) -> Column:
+    """``replica_status.status`` of a follower row of :func:`follower_verdicts`."""
+    d, t = F.col("divergence_offset"), F.col("truncation_offset")
+    unknown = ~F.col("evaluated") | F.col("missing_hwm")
+    return (
+        F.when(unknown, "unknown")
+        .when(d.isNotNull() & (t.isNull() | (t > d)), "silent_divergence")
+        .when(t.isNotNull() & (d.isNull() | (t < d)), "over_truncation")
+        .when(d.isNotNull() & (t == d), "divergent_suffix")
+        .when(F.col("f_leo") < F.col("l_leo"), "lagging")
+        .otherwise("in_sync")
+    )
+
+
+def _details(protocol: str) -> Column:
+    return F.struct(
+        F.lit(protocol).alias("protocol"), "leader", F.col("f_leo").alias("follower_log_end_offset"),
+        F.col("l_leo").alias("leader_log_end_offset"), F.col("f_hwm").alias("follower_high_watermark"),
+        F.col("l_hwm").alias("leader_high_watermark"), "divergence_offset", "truncation_offset",
+        "truncation_rounds", "resume_offset", "hwm_fallback", "truncation_offset_2_8",
+        F.col("rounds_detail").alias("rounds"))
+
+
+def pair_findings(v: DataFrame, protocol: str) -> DataFrame:
+    """The leader-against-follower findings of SPEC 5 from :func:`follower_verdicts`."""
+    d, t, leo_f, leo_l = F.col("divergence_offset"), F.col("truncation_offset"), F.col("f_leo"), F.col("l_leo")
+    judged = v.filter(F.col("evaluated") & ~F.col("missing_hwm"))
+    details = _details(protocol)
+    resume_note = F.when(F.col("resume_offset") > t, F.format_string(
+        "; Kafka resumes fetching at %d, so offsets %d to %d are never fetched again", F.col("resume_offset"), t,
+        F.col("resume_offset") - 1)).otherwise(F.lit(""))
+    lag = finding(
+        v.filter(d.isNull() & (leo_f < leo_l)), "FOLLOWER_LAG", "INFO", leo_f, leo_l, None,
+        F.format_string("Follower %d is %d offsets behind leader %d (log end %d vs %d).", F.col("replica"),
+                        leo_l - leo_f, F.col("leader"), leo_f, leo_l), details)
+    suffix = finding(
+        judged.filter(d.isNotNull() & (t == d)), "DIVERGENT_SUFFIX", "WARNING", d, leo_f, None,
+        F.format_string("Follower %d diverges from leader %d from offset %d; %s truncation to %d removes exactly "
+                        "the differing records%s.", F.col("replica"), F.col("leader"), d, F.lit(protocol), t,
+                        resume_note), details)
+    over = finding(
+        judged.filter(t.isNotNull() & (d.isNull() | (t < d))), "OVER_TRUNCATION", "WARNING", t,
+        F.coalesce(d, leo_f), None,
+        F.format_string("Follower %d would truncate to %d under %s although its records up to %s match leader "
+                        "%d%s.", F.col("replica"), t, F.lit(protocol), s(F.coalesce(d, leo_f) - 1),
+                        F.col("leader"), resume_note), details)
+    silent = finding(
+        judged.filter(d.isNotNull() & (t.isNull() | (t > d))), "SILENT_DIVERGENCE", "CRITICAL", d,
+        F.coalesce(t, leo_f), None,
+        F.format_string("Follower %d differs from leader %d from offset %d but %s truncation %s, so it keeps "
+                        "records the leader does not have.", F.col("replica"), F.col("leader"), d, F.lit(protocol),
+                        F.when(t.isNull(), F.lit("removes nothing")).otherwise(F.format_string("stops at %d", t))),
+        details)
+    conflict = finding(
+        v.filter(F.col("conflict").isNotNull()), "SAME_EPOCH_CONFLICT", "CRITICAL", F.col("conflict.base"),
+        F.col("conflict.last") + 1, F.col("conflict.epoch"),
+        F.format_string("Follower %d and leader %d hold different batches at offset %d in the same epoch %d "
+                        "(two writers in one epoch, or corruption).", F.col("replica"), F.col("leader"),
+                        F.col("conflict.base"), F.col("conflict.epoch")),
+        F.struct("leader", F.col("conflict.base").alias("base_offset"),
+                 F.col("conflict.last").alias("follower_last_offset"), F.col("conflict.o_last").alias("leader_last_offset"),
+                 F.col("conflict.crc").alias("follower_crc"), F.col("conflict.o_crc").alias("leader_crc")))
+    committed = least_strict(F.col("l_hwm"), F.col("f_hwm"))
+    matching = finding(
+        v.filter(d < committed), "LOG_MATCHING_VIOLATION", "CRITICAL", d, committed, None,
+        F.format_string("Follower %d and leader %d differ at offset %d, below the committed prefix "
+                        "(min HWM %d): the log matching property is broken.", F.col("replica"), F.col("leader"), d,
+                        committed), details)
+    loss = finding(
+        judged.filter(t < F.col("f_hwm")), "COMMITTED_DATA_LOSS", "CRITICAL", t, F.col("f_hwm"), None,
+        F.format_string("Follower %d would truncate to %d under %s, deleting offsets up to %d that it had seen "
+                        "committed (HWM %d).", F.col("replica"), t, F.lit(protocol), F.col("f_hwm") - 1,
+                        F.col("f_hwm")), details)
+    return (lag.unionByName(suffix).unionByName(over).unionByName(silent).unionByName(conflict)
+            .unionByName(matching).unionByName(loss))
+
+
+def isr_incomplete(facts: DataFrame, batches: DataFrame, scope: DataFrame) -> DataFrame:
+    """``ISR_INCOMPLETE``: an ISR/ELR member lacks an agreeing copy of a leader batch below HWM(L)."""
+    members = facts.filter(
+        (F.coalesce(F.col("in_isr"), F.lit(False)) | F.coalesce(F.col("in_elr"), F.lit(False)))
+        & (F.col("role") == "follower") & F.col("has_dump") & F.col("leader_present")).select(
+        *PARTITION, F.col("replica").alias("member"), "leader", F.col("high_watermark").alias("m_hwm"),
+        F.col("log_start_offset").alias("m_lso"))
+    lead = facts.filter(F.col("role") == "leader").select(
+        *PARTITION, F.col("replica").alias("leader"), F.col("high_watermark").alias("l_hwm"),
+        F.col("log_start_offset").alias("l_lso"))
+    sides = members.join(lead, [*PARTITION, "leader"]).filter(F.col("l_hwm").isNotNull()).join(
+        scope, PARTITION, "left").select(
+        *PARTITION, "leader", "member", "l_hwm", F.greatest("m_lso", "l_lso").alias("lso"),
+        F.greatest("m_hwm", "l_hwm").alias("hmax"), F.coalesce(F.col("compacted"), F.lit(False)).alias("compacted"))
+    compared = compared_batches(batches, sides, "leader", "member")
+    gaps = first_missing(compared, "leader", "member", "l_hwm").join(
+        sides.select(*PARTITION, "leader", "member", "l_hwm"), [*PARTITION, "leader", "member"])
+    return finding(
+        gaps, "ISR_INCOMPLETE", "CRITICAL", F.col("first_missing"), F.col("l_hwm"), None,
+        F.format_string("In-sync replica %d lacks leader %d's batch at offset %d, below the leader's high "
+                        "watermark %d.", F.col("member"), F.col("leader"), F.col("first_missing"), F.col("l_hwm")),
+        F.struct("leader", "first_missing", F.col("l_hwm").alias("leader_high_watermark")), replica=F.col("member"))
+
+
+def partition_findings(leaders: DataFrame, facts: DataFrame) -> DataFrame:
+    """``LEADER_INCOMPLETE``, ``LEADER_UNKNOWN`` and the partition-level ``MISSING_INPUT``."""
+    max_hwm = facts.groupBy(*PARTITION).agg(F.max("high_watermark").alias("max_hwm"))
+    lead = facts.filter(F.col("role") == "leader").select(*PARTITION, F.col("log_end_offset").alias("l_leo"))
+    p = leaders.join(max_hwm, PARTITION, "left").join(lead, PARTITION, "left")
+    incomplete = finding(
+        p.filter(F.col("l_leo") < F.col("max_hwm")), "LEADER_INCOMPLETE", "CRITICAL", F.col("l_leo"),
+        F.col("max_hwm"), None,
+        F.format_string("Leader %d's log ends at %d, below the highest high watermark %d of any replica: "
+                        "committed records are missing from the leader.", F.col("leader"), F.col("l_leo"),
+                        F.col("max_hwm")),
+        F.struct("leader", "leader_source", F.col("l_leo").alias("leader_log_end_offset"),
+                 F.col("max_hwm").alias("max_high_watermark")), replica=F.lit(None))
+    unknown = finding(
+        p.filter(F.col("leader_source") == "unknown"), "LEADER_UNKNOWN", "WARNING", None, None, None,
+        F.lit("No leader in the metadata and no replica has an epoch to infer one from: leader-against-follower "
+              "checks skipped."), F.struct("leader_source"), replica=F.lit(None))
+    absent = finding(
+        p.filter((F.col("leader_source") == "metadata") & ~F.col("leader_present")), "MISSING_INPUT", "WARNING",
+        None, None, None,
+        F.format_string("The metadata leader %d has no dumps in the snapshot: leader-against-follower checks "
+                        "skipped.", F.col("leader")),
+        F.struct("leader", F.array(F.lit("metadata leader has no data")).alias("reasons")), replica=F.lit(None))
+    return incomplete.unionByName(unknown).unionByName(absent)
