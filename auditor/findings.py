@@ -45,7 +45,8 @@ def batch_sequence_checks(batches: DataFrame, scope: DataFrame) -> DataFrame:
     b = batches.join(scope, PARTITION, "left").select(
         *KEY, "base_offset", "last_offset", "epoch", "file", "line_number",
         F.coalesce(F.col("compacted"), F.lit(False)).alias("compacted"), "hmax",
-        F.lag("last_offset").over(order).alias("prev_last"),
+        # the highest offset any earlier batch reached (an overlapping batch can end lower)
+        F.max("last_offset").over(before).alias("prev_last"),
         F.max(F.when(F.col("epoch") >= 0, F.col("epoch"))).over(before).alias("max_before"),
         F.lag("epoch").over(order).alias("prev_epoch"),
     )
@@ -154,7 +155,7 @@ def epoch_cache_mismatches(checkpoint: DataFrame, rebuilt: DataFrame, facts: Dat
     above = (F.col("start_offset") >= F.col("leo")) & ~(F.col("is_latest") & (F.col("start_offset") == F.col("leo")))
     wrong = joined.filter(in_log_range & ~matches & ~compacted_below)
     beyond = joined.filter(above)
-    end = F.coalesce(F.col("next_start"), F.col("leo"))
+    end = F.coalesce(F.col("next_start"), F.greatest(F.col("leo"), F.col("start_offset")))
     details = F.struct("file", "epoch", F.col("start_offset").alias("checkpoint_start"),
                        F.col("log_start").alias("log_start"), F.col("leo").alias("log_end_offset"))
     wrong_f = finding(

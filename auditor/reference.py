@@ -7,6 +7,8 @@ A batch is ``(base_offset, last_offset, epoch)``; a cache is a list of
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 Batch = tuple[int, int, int]
 Entry = tuple[int, int]
 
@@ -71,3 +73,122 @@ def end_offset_for(cache: list[Entry], leo: int, requested: int) -> tuple[int, i
     if not lower_or_equal:
         return (requested, higher[0][1])
     return (lower_or_equal[-1][0], higher[0][1])
+
+
+def effective_cache(checkpoint: list[Entry], leo: int | None) -> list[Entry]:
+    """SPEC 4.1: the checkpoint without entries whose start is above the LEO."""
+    return [e for e in checkpoint if leo is None or e[1] <= leo]
+
+
+def floor_offset(batches: list[Batch], o: int) -> int:
+    """``floor_F(o)``: base offset of the batch containing ``o``, else ``o``."""
+    containing = [b for b in batches if b[0] <= o <= b[1]]
+    return min(b[0] for b in containing) if containing else o
+
+
+@dataclass
+class Truncation:
+    """Where a follower truncates: ``offset`` (None: nothing removed), ``rounds``, and
+    ``missing_hwm`` (an undefined answer needed the follower's HWM, which is absent)."""
+
+    offset: int | None
+    rounds: int
+    missing_hwm: bool = False
+
+
+def truncate_epoch(leader_cache: list[Entry], leader_leo: int, cache: list[Entry], leo: int,
+                   hwm: int | None, batches: list[Batch], max_rounds: int = 64) -> Truncation:
+    """SPEC 4.3 ``epoch``: Kafka 2.0.1+ OffsetsForLeaderEpoch, round after round."""
+    cache = list(cache)
+    t: int | None = None
+    rounds = 0
+    for _ in range(max_rounds):
+        e = cache[-1][0] if cache else -1
+        el, ol = end_offset_for(leader_cache, leader_leo, e)
+        if el >= e and ol >= leo:
+            break
+        rounds += 1
+        if ol == -1:
+            if hwm is None:
+                return Truncation(None, rounds, True)
+            o, final = min(hwm, leo), True
+        else:
+            ef, of = end_offset_for(cache, leo, el)
+            if of == -1:
+                o, final = min(ol, leo), True
+            elif ef != el:
+                o, final = min(of, leo), False
+            else:
+                o, final = min(of, ol, leo), True
+        cut = floor_offset(batches, o)
+        if cut < leo:
+            t, leo = cut, cut
+        cache = [x for x in cache if x[1] < cut]
+        if final:
+            break
+    return Truncation(t, rounds)
+
+
+def kip101_answer(leader_cache: list[Entry], leader_leo: int, follower_cache: list[Entry]) -> int | None:
+    """SPEC 4.3 ``kip-101``: the leader's answer A, None when undefined."""
+    e = follower_cache[-1][0] if follower_cache else -1
+    if e == -1 or not leader_cache or e < leader_cache[0][0]:
+        return None
+    if e == leader_cache[-1][0]:
+        return leader_leo
+    higher = [x for x in leader_cache if x[0] > e]
+    return higher[0][1] if higher else None
+
+
+def truncate_kip101(leader_cache: list[Entry], leader_leo: int, cache: list[Entry], leo: int,
+                    hwm: int | None, batches: list[Batch]) -> Truncation:
+    """SPEC 4.3 ``kip-101`` (Kafka 0.11 to 1.1): one answer, no epoch in the reply."""
+    answer = kip101_answer(leader_cache, leader_leo, cache)
+    if answer is None:
+        if hwm is None:
+            return Truncation(None, 0, True)
+        o = min(hwm, leo)
+    elif answer >= leo:
+        return Truncation(None, 0)
+    else:
+        o = answer
+    cut = floor_offset(batches, o)
+    return Truncation(cut, 1) if cut < leo else Truncation(None, 0)
+
+
+def divergence_offset(follower: list[tuple[int, int, int, int | None]],
+                      leader: list[tuple[int, int, int, int | None]],
+                      lso: int | None, hmax: int | None = None, compacted: bool = False) -> int | None:
+    """SPEC 4.4: the smallest offset the follower holds (in scope) where it does not agree
+    with the leader. Batches are ``(base, last, epoch, crc)``."""
+    candidates = []
+    for base, last, epoch, crc in follower:
+        if lso is not None and last < lso:
+            continue
+        if compacted and hmax is not None and last < hmax:
+            continue
+        agrees = any(lb == base and ll == last and le == epoch and (crc is None or lc is None or crc == lc)
+                     for lb, ll, le, lc in leader)
+        if not agrees:
+            floor = [base] + ([lso] if lso is not None else []) + ([hmax] if compacted and hmax is not None else [])
+            candidates.append(max(floor))
+    return min(candidates) if candidates else None
+
+
+def pair_checks(d: int | None, t: int | None, leo_f: int, leo_l: int, hwm_f: int | None,
+                hwm_l: int | None) -> set[tuple[str, int | None, int | None]]:
+    """SPEC 5's leader-against-follower decision table: ``(check, start, end)`` findings."""
+    out: set[tuple[str, int | None, int | None]] = set()
+    if d is None and leo_f < leo_l:
+        out.add(("FOLLOWER_LAG", leo_f, leo_l))
+    if d is not None and t == d:
+        out.add(("DIVERGENT_SUFFIX", d, leo_f))
+    if t is not None and (d is None or t < d):
+        out.add(("OVER_TRUNCATION", t, d if d is not None else leo_f))
+    if d is not None and (t is None or t > d):
+        out.add(("SILENT_DIVERGENCE", d, t if t is not None else leo_f))
+    if d is not None and hwm_l is not None and hwm_f is not None and d < min(hwm_l, hwm_f):
+        out.add(("LOG_MATCHING_VIOLATION", d, min(hwm_l, hwm_f)))
+    if t is not None and hwm_f is not None and t < hwm_f:
+        out.add(("COMMITTED_DATA_LOSS", t, hwm_f))
+    return out

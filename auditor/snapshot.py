@@ -140,7 +140,7 @@ def _load_kafka(spark: SparkSession, found: d.Discovery) -> Snapshot:
         checkpoint_files.select("file_id", "kind", "rel", "snapshot", "broker", "log_dir", "topic", "partition"),
     )
     entries = _keep(cps.entries.withColumnRenamed("broker", "replica"))
-    cp_verdicts = _keep(cps.files)
+    cp_verdicts = cps.files
     describe_files = small_files.filter(F.col("kind") == d.DESCRIBE)
     desc = parse_describe(
         small.join(describe_files.select("file_id"), "file_id"),
@@ -171,12 +171,12 @@ def _load_kafka(spark: SparkSession, found: d.Discovery) -> Snapshot:
     replicas = _keep(_replicas(files, batches, segments, cp_verdicts))
     return Snapshot(
         format="kafka", root=found.root, snapshots=found.snapshots,
-        batches=batches, epoch_cache=epoch_cache, metadata=_keep(desc.metadata),
+        batches=batches, epoch_cache=epoch_cache, metadata=desc.metadata,
         hwm=_per_replica(replicas, entries, d.HWM, "high_watermark"),
-        parse_errors=_keep(problems.unionByName(line_errors)), segments=segments,
+        parse_errors=problems.unionByName(line_errors), segments=segments,
         log_start=_per_replica(replicas, entries, d.LOG_START, "log_start_offset"),
         recovery_point=_per_replica(replicas, entries, d.RECOVERY_POINT, "recovery_point"),
-        topics=_keep(desc.topics), replicas=replicas, accounting=_keep(accounting),
+        topics=desc.topics, replicas=replicas, accounting=accounting,
         files_read=len(found.files), files_skipped=found.skipped,
     )
 

@@ -41,6 +41,14 @@ def write_partition(root: Path, topic: str, partition: int, replicas: dict[int, 
         hwm_file.write_text("\n".join(["0", str(len(lines)), *lines]) + "\n", encoding="utf-8")
 
 
+def add_hwm(root: Path, broker: int, topic: str, partition: int, hwm: int, log_dir: str = "data") -> None:
+    """Add one entry to a broker's replication-offset-checkpoint."""
+    path = root / f"broker={broker}" / log_dir / "replication-offset-checkpoint"
+    lines = path.read_text().splitlines()[2:] if path.exists() else []
+    lines.append(f"{topic} {partition} {hwm}")
+    path.write_text("\n".join(["0", str(len(lines)), *lines]) + "\n", encoding="utf-8")
+
+
 def write_describe(root: Path, parts: dict[str, list[PartitionMeta]], configs: dict[str, dict[str, str]] | None = None) -> None:
     configs = configs or {}
     (root / "topics-describe.txt").write_text(

@@ -1,0 +1,179 @@
+"""Every SPEC 5 check on a purpose-built snapshot: per replica, leader against follower,
+per partition, the leader choice, a healthy cluster without findings, and the policy
+(severity overrides and allowlist)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+
+from auditor import audit, load_snapshot
+from auditor.config import AllowRule, Config
+from auditor.kafka_text import Batch, PartitionMeta, checkpoint_text, content_crc, dump_segment
+from auditor.run import _finding_summary
+from tests.scenarios import Replica, add_hwm, write_describe, write_partition
+
+pytestmark = pytest.mark.spark
+HEALTHY = [(0, 4, 1), (5, 9, 2)]
+
+
+@pytest.fixture(scope="module")
+def checked(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
+    root: Path = tmp_path_factory.mktemp("checks")
+    meta: dict[str, list[PartitionMeta]] = {}
+    for p in range(3):
+        write_partition(root, "healthy", p, {b: Replica(HEALTHY, 10) for b in (1, 2, 3)})
+    meta["healthy"] = [PartitionMeta(p, 1 + p, (1, 2, 3), (1, 2, 3)) for p in range(3)]
+    seq = Replica([(0, 4, 1), (10, 14, 1), (12, 13, 1), (15, 16, 3), (17, 18, 2), (19, 20, 2)], 21,
+                  checkpoint=[(1, 0), (2, 17)])
+    write_partition(root, "seq", 0, {1: seq})
+    # make the epoch-3 batch invalid (isvalid: false)
+    seg = root / "broker=1" / "data" / "seq-0" / f"{0:020d}.log.txt"
+    seg.write_text(seg.read_text().replace("crc: " + str(content_crc("seq", 0, 15, 16, 3, "")) + " isvalid: true",
+                            "crc: " + str(content_crc("seq", 0, 15, 16, 3, "")) + " isvalid: false"))
+    meta["seq"] = [PartitionMeta(0, 1, (1,), (1,))]
+    torn = root / "broker=1" / "data" / "torn-0"
+    torn.mkdir(parents=True)
+    for base, invalid in ((0, 30), (5, 12)):
+        (torn / f"{base:020d}.log.txt").write_text(dump_segment(
+            "/d", "torn", 0, base, [Batch(base, base + 4, 1, content_crc(base))], invalid_bytes=invalid))
+    (torn / "leader-epoch-checkpoint").write_text(checkpoint_text([(1, 0)]))
+    add_hwm(root, 1, "torn", 0, 10)
+    write_partition(root, "torn", 1, {1: Replica([(0, 0, 1)], 1)})
+    meta["torn"] = [PartitionMeta(0, 1, (1,), (1,)), PartitionMeta(1, 1, (1,), (1,))]
+    write_partition(root, "cache", 0, {1: Replica([(0, 4, 1), (5, 9, 2), (10, 14, 4)], 15,
+                                                  checkpoint=[(1, 0), (2, 6), (5, 20), (6, 30)])})
+    meta["cache"] = [PartitionMeta(0, 1, (1,), (1,))]
+    write_partition(root, "inputs", 0, {1: Replica([(0, 4, 1)], 5), 2: Replica([(0, 4, 1)], None)})
+    (root / "broker=2" / "data" / "inputs-0" / "leader-epoch-checkpoint").unlink()
+    meta["inputs"] = [PartitionMeta(0, 1, (1, 2), (1,))]
+    write_partition(root, "legacy", 0, {1: Replica([(0, 2, -1)], 3), 2: Replica([(0, 2, -1)], 3)})
+    write_partition(root, "inferred", 0, {
+        1: Replica([(0, 4, 1), (5, 9, 2)], 5), 2: Replica([(0, 4, 1), (5, 9, 2), (10, 11, 2)], 5),
+        3: Replica([(0, 4, 1)], 5)})
+    write_partition(root, "incomplete", 0, {1: Replica([(0, 4, 1)], 5), 2: Replica([(0, 4, 1), (5, 9, 1)], 10)})
+    meta["incomplete"] = [PartitionMeta(0, 1, (1, 2), (1, 2))]
+    write_partition(root, "isr", 0, {1: Replica([(0, 4, 1), (5, 9, 1)], 10), 2: Replica([(0, 4, 1)], 5),
+                                     3: Replica([(0, 4, 1), (5, 9, 1)], 12)})
+    meta["isr"] = [PartitionMeta(0, 1, (1, 2, 3), (1, 2, 3))]
+    write_partition(root, "absent", 0, {1: Replica([(0, 4, 1)], 5), 2: Replica([(0, 4, 1)], 5)})
+    meta["absent"] = [PartitionMeta(0, 9, (9, 1, 2), (9, 1, 2))]
+    write_describe(root, meta)
+    config = Config(severity={"FOLLOWER_LAG": "WARNING"},
+                    allowlist=(AllowRule("ISR_INCOMPLETE", topic="isr", partition=0, replica=2),))
+    return audit(load_snapshot(spark, str(root)), run_id="checks", config=config)
+
+
+def found(tables, topic: str, partition: int = 0) -> set[tuple]:  # type: ignore[no-untyped-def,type-arg]
+    rows = tables["findings"].filter((F.col("topic") == topic) & (F.col("partition") == partition)).collect()
+    return {(r.check, r.severity, r.replica, r.offset_start, r.offset_end, r.epoch) for r in rows}
+
+
+def test_healthy_cluster_has_no_finding(checked) -> None:  # type: ignore[no-untyped-def]
+    assert checked["findings"].filter(F.col("topic") == "healthy").count() == 0
+    rs = checked["replica_status"].filter(F.col("topic") == "healthy").collect()
+    assert sorted(r.status for r in rs) == ["in_sync"] * 6 + ["leader"] * 3
+    assert all(r.records_to_truncate == 0 for r in rs if r.status == "in_sync")
+
+
+def test_log_sequence_checks(checked) -> None:  # type: ignore[no-untyped-def]
+    assert found(checked, "seq") == {
+        ("OFFSET_GAP", "WARNING", 1, 5, 10, 1),
+        ("OFFSET_OVERLAP", "ERROR", 1, 12, 14, 1),
+        ("CORRUPT_BATCH", "CRITICAL", 1, 15, 17, 3),
+        ("EPOCH_REGRESSION", "ERROR", 1, 17, 21, 2),
+    }
+
+
+def test_invalid_trailing_bytes(checked) -> None:  # type: ignore[no-untyped-def]
+    assert found(checked, "torn") == {
+        ("CORRUPT_BATCH", "CRITICAL", 1, 5, None, None),   # an older segment
+        ("CORRUPT_BATCH", "WARNING", 1, 10, None, None),   # the newest segment: a torn read
+    }
+
+
+def test_epoch_cache_mismatches(checked) -> None:  # type: ignore[no-untyped-def]
+    assert found(checked, "cache") == {
+        ("EPOCH_CACHE_MISMATCH", "ERROR", 1, 6, 20, 2),    # epoch 2 starts at 5 in the log
+        ("EPOCH_CACHE_MISMATCH", "ERROR", 1, 10, 15, 4),   # the checkpoint lacks epoch 4
+        ("EPOCH_CACHE_MISMATCH", "INFO", 1, 20, 30, 5),    # beyond the LEO
+        ("EPOCH_CACHE_MISMATCH", "INFO", 1, 30, 30, 6),
+    }
+
+
+def test_missing_inputs_and_rebuilt_cache(checked) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    (row,) = checked["findings"].filter(F.col("topic") == "inputs").collect()
+    assert (row.check, row.severity, row.replica) == ("MISSING_INPUT", "WARNING", 2)
+    reasons = json.loads(row.details)["reasons"]
+    assert len(reasons) == 2 and "rebuilt from the log" in reasons[0] and "high watermark" in reasons[1]
+    st = {r.replica: r for r in checked["replica_status"].filter(F.col("topic") == "inputs").collect()}
+    assert st[2].latest_epoch == 1 and st[2].status == "in_sync"
+
+
+def test_leader_unknown_and_epochless_dumps(checked) -> None:  # type: ignore[no-untyped-def]
+    got = found(checked, "legacy")
+    assert ("LEADER_UNKNOWN", "WARNING", None, None, None, None) in got
+    assert {g[2] for g in got if g[0] == "MISSING_INPUT"} == {1, 2}
+    ps = checked["partition_status"].filter(F.col("topic") == "legacy").first()
+    assert (ps.leader, ps.leader_source) == (None, "unknown")
+    roles = {r.role for r in checked["replica_status"].filter(F.col("topic") == "legacy").collect()}
+    assert roles == {None}
+
+
+def test_inferred_leader_and_severity_override(checked) -> None:  # type: ignore[no-untyped-def]
+    ps = checked["partition_status"].filter(F.col("topic") == "inferred").first()
+    assert (ps.leader, ps.leader_source, ps.leader_epoch, ps.leader_log_end_offset) == (2, "inferred", 2, 12)
+    # FOLLOWER_LAG is INFO by default; the config raised it to WARNING
+    assert found(checked, "inferred") == {("FOLLOWER_LAG", "WARNING", 1, 10, 12, None),
+                                          ("FOLLOWER_LAG", "WARNING", 3, 5, 12, None)}
+
+
+def test_leader_incomplete_and_committed_loss(checked) -> None:  # type: ignore[no-untyped-def]
+    assert found(checked, "incomplete") == {
+        ("LEADER_INCOMPLETE", "CRITICAL", None, 5, 10, None),
+        ("DIVERGENT_SUFFIX", "WARNING", 2, 5, 10, None),
+        ("COMMITTED_DATA_LOSS", "CRITICAL", 2, 5, 10, None),
+    }
+    st = checked["replica_status"].filter((F.col("topic") == "incomplete") & (F.col("replica") == 2)).first()
+    assert (st.divergence_offset, st.truncation_offset, st.truncation_rounds, st.records_to_truncate) == (5, 5, 1, 5)
+
+
+def test_isr_and_hwm_checks_with_allowlist(checked) -> None:  # type: ignore[no-untyped-def]
+    assert found(checked, "isr") == {
+        ("ISR_INCOMPLETE", "CRITICAL", 2, 5, 10, None),
+        ("FOLLOWER_LAG", "WARNING", 2, 5, 10, None),
+        ("HWM_ABOVE_LEO", "CRITICAL", 3, 10, 12, None),
+        ("LEADER_INCOMPLETE", "CRITICAL", None, 10, 12, None),
+    }
+    sup = {r.check: r.suppressed for r in checked["findings"].filter(F.col("topic") == "isr").collect()}
+    assert sup["ISR_INCOMPLETE"] is True and sup["HWM_ABOVE_LEO"] is False
+    leaders = {r.leader for r in checked["findings"].filter(F.col("topic") == "isr").collect()}
+    assert leaders == {1}
+
+
+def test_metadata_leader_without_data(checked) -> None:  # type: ignore[no-untyped-def]
+    assert found(checked, "absent") == {("MISSING_INPUT", "WARNING", None, None, None, None)}
+    st = {r.replica: (r.role, r.status) for r in checked["replica_status"].filter(F.col("topic") == "absent").collect()}
+    assert st == {1: ("follower", "unknown"), 2: ("follower", "unknown")}
+
+
+def test_every_finding_is_well_formed(checked) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    for r in checked["findings"].collect():
+        assert r.message and r.message.endswith(".")
+        assert isinstance(json.loads(r.details), dict)
+        if r.offset_end is not None and r.offset_start is not None:
+            assert r.offset_start <= r.offset_end, r
+
+
+def test_fail_on_counts_unsuppressed_findings_at_or_above(checked) -> None:  # type: ignore[no-untyped-def]
+    f = checked["findings"]
+    crit = f.filter((F.col("severity") == "CRITICAL") & ~F.col("suppressed")).count()
+    assert _finding_summary(f, "critical")[1] == crit > 0
+    assert _finding_summary(f, "never")[1] == 0
+    assert _finding_summary(f, "info")[1] == f.filter(~F.col("suppressed")).count()
