@@ -74,6 +74,12 @@ def run_from_options(
     def progress(msg: str) -> None:
         click.echo(f"[{time.monotonic() - started:6.1f}s] {msg}", err=True)
 
+    from datetime import datetime, timezone
+
+    from auditor.config import Config
+
+    began = datetime.now(timezone.utc)
+    cfg = Config()
     try:
         from auditor.config import load_config, validate_run_id
 
@@ -101,6 +107,15 @@ def run_from_options(
         if result.exit_code:
             click.echo(f"{result.failing} finding(s) at or above --fail-on {cfg.fail_on}", err=True)
         return result.exit_code
+    except InputError as exc:
+        # the run stopped before Spark: still leave a FAILED runs row when OUT is writable
+        from auditor.run import record_early_failure
+
+        record_early_failure(out, run_id if run_id and " " not in run_id else None, cfg, began, snapshot, str(exc))
+        if verbose:
+            logger.exception("audit failed")
+        click.echo(f"auditor: error: {exc}", err=True)
+        return exc.exit_code
     except AuditorError as exc:
         if verbose:
             logger.exception("audit failed")

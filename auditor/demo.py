@@ -1,7 +1,8 @@
 """A small, deterministic demo cluster snapshot: ``python -m auditor.demo SNAPSHOT``.
 
 Three brokers, topic ``orders`` (3 partitions) and the compacted topic ``payments``:
-partition orders-0 is healthy, orders-1 has a follower lagging behind, orders-2 went
+partition orders-0 is healthy, orders-1 has a follower that restarted after a lossy
+shutdown (its HWM is above its log end) and now lags behind, orders-2 went
 through an unclean election (broker 1 holds epoch-2 records the new leader never had),
 and payments-0 has compaction gaps. Written in Kafka 3.3+ dump format, with checkpoint
 files and ``topics-describe.txt``, in the SPEC 3.1 layout.
@@ -47,7 +48,7 @@ def write_demo_snapshot(root: str | Path) -> Path:
     replicas = {
         ("orders", 0): {b: (healthy, [(1, 0), (2, 400)], 600) for b in (1, 2, 3)},
         ("orders", 1): {1: (lag_leader, [(3, 0)], 450), 2: (lag_leader, [(3, 0)], 450),
-                        3: (lag_leader[:12], [(3, 0)], 300)},
+                        3: (lag_leader[:12], [(3, 0)], 420)},  # lossy restart: HWM above its LEO
         ("orders", 2): {2: (fork_leader, [(1, 0), (3, 300)], 300), 3: (fork_leader, [(1, 0), (3, 300)], 300),
                         1: (fork_old, [(1, 0), (2, 300)], 300)},
         ("payments", 0): {b: (pay, [(1, 0), (2, 45)], 61) for b in (1, 2, 3)},

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -41,6 +42,7 @@ class RunResult:
     writer: str
     counts: dict[str, Any]
     findings_by_check: list[tuple[str, str, int, int]] = field(default_factory=list)
+    worst_partitions: list[tuple[str, int, str, int]] = field(default_factory=list)
     failing: int = 0
     exit_code: int = 0
     seconds: float = 0.0
@@ -101,6 +103,7 @@ def run_audit(
     by_check, failing = _finding_summary(materialised["findings"], config.fail_on)
     return RunResult(
         run_id=run_id, out=out, writer=writer.name, counts=counts, findings_by_check=by_check,
+        worst_partitions=_worst_partitions(materialised["partition_status"]),
         failing=failing, exit_code=1 if failing else 0, seconds=time.monotonic() - t0)
 
 
@@ -151,6 +154,14 @@ def _finding_summary(findings: DataFrame, fail_on: str) -> tuple[list[tuple[str,
     return by_check, failing
 
 
+def _worst_partitions(partition_status: DataFrame, limit: int = 10) -> list[tuple[str, int, str, int]]:
+    """Up to ``limit`` partitions with a WARNING or worse, most severe first (for the summary)."""
+    rank = F.when(F.col("worst_severity") == "CRITICAL", 4).when(F.col("worst_severity") == "ERROR", 3).otherwise(2)
+    rows = (partition_status.filter(F.col("worst_severity").isin("CRITICAL", "ERROR", "WARNING"))
+            .orderBy(rank.desc(), F.col("finding_count").desc(), "topic", "partition").limit(limit).collect())
+    return [(r["topic"], int(r["partition"]), r["worst_severity"], int(r["finding_count"])) for r in rows]
+
+
 def _runs_row(spark: SparkSession, run_id: str, config: Config, started: datetime,
               finished: datetime | None, status: str, input_path: str, protocol: str,
               writer: str, counts: dict[str, Any]) -> DataFrame:
@@ -168,6 +179,29 @@ def _record_failure(spark: SparkSession, writer: io.TableWriter, out: str, run_i
         writer.append(io.table_path(out, "runs"), row, schemas.RUNS)
     except Exception as exc:  # the original error matters more than this one
         logger.warning("could not record the failed run in %s: %s", out, exc)
+
+
+def record_early_failure(out: str, run_id: str | None, config: Config, started: datetime,
+                         input_path: str, error: str) -> bool:
+    """Append a FAILED ``runs`` row for a run that failed before Spark started (bad input
+    or config), when OUT is writable. Returns whether the row was written."""
+    import pyarrow as pa
+
+    if not os.path.isdir(out) or not os.access(out, os.W_OK):
+        return False
+    try:
+        row = {
+            "run_id": run_id or str(uuid.uuid4()), "cluster": config.cluster, "started_at": started,
+            "finished_at": datetime.now(timezone.utc), "status": "FAILED", "input": input_path,
+            "format": config.format, "protocol": config.effective_protocol, "writer": "deltalake",
+            "tool_version": __version__, "spark_version": "", "counts": json.dumps({"error": error}),
+            "day": started.date(),
+        }
+        io.append_arrow(io.table_path(out, "runs"), pa.Table.from_pylist([row]), schemas.RUNS)
+        return True
+    except Exception as exc:  # never hide the original error behind this one
+        logger.warning("could not record the failed run in %s: %s", out, exc)
+        return False
 
 
 def format_summary(result: RunResult) -> str:
@@ -188,6 +222,10 @@ def format_summary(result: RunResult) -> str:
             lines.append(f"  {sev:<8} {check:<24} {n}{extra}")
     else:
         lines.append("findings: none")
+    if result.worst_partitions:
+        lines.append("partitions to look at (worst severity, findings):")
+        for topic, partition, sev, n in result.worst_partitions:
+            lines.append(f"  {topic}-{partition}: {sev}, {n}")
     lines.append(f"tables ({result.writer}): {result.out}/{{runs,findings,replica_status,"
                  f"partition_status,epoch_lineage,parse_errors}}")
     return "\n".join(lines)

@@ -27,7 +27,20 @@ def test_missing_input_exits_2_with_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["audit", str(tmp_path / "nope"), "--out", str(tmp_path / "o")])
     assert result.exit_code == 2
     assert result.output.strip().splitlines()[-1].startswith("auditor: error: input")
-    assert not (tmp_path / "o").exists()
+    assert not (tmp_path / "o").exists()  # OUT did not exist: nothing is created
+
+
+def test_missing_input_with_existing_out_records_a_failed_run(tmp_path: Path) -> None:
+    from deltalake import DeltaTable
+
+    out = tmp_path / "o"
+    out.mkdir()
+    result = CliRunner().invoke(main, ["audit", str(tmp_path / "nope"), "--out", str(out), "--run-id", "r-9",
+                                       "--cluster", "c1"])
+    assert result.exit_code == 2
+    (row,) = DeltaTable(str(out / "runs")).to_pyarrow_table().to_pylist()
+    assert (row["run_id"], row["cluster"], row["status"]) == ("r-9", "c1", "FAILED")
+    assert not (out / "findings").exists()
 
 
 def test_bad_option_values_exit_2(tmp_path: Path) -> None:

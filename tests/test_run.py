@@ -70,7 +70,12 @@ def test_replica_status_and_lineage_values(demo_run) -> None:  # type: ignore[no
     status = {(r["topic"], r["partition"], r["replica"]): r for r in rows(out, "replica_status")}
     lagging = status[("orders", 1, 3)]
     assert (lagging["log_end_offset"], lagging["high_watermark"], lagging["role"], lagging["in_isr"]) == (
-        300, 300, "follower", False)
+        300, 420, "follower", False)
+    assert lagging["status"] == "lagging"
+    checks = {(r["topic"], r["partition"], r["replica"], r["check"], r["severity"]) for r in rows(out, "findings")}
+    assert ("orders", 1, 3, "HWM_ABOVE_LEO", "ERROR") in checks
+    assert ("orders", 2, 1, "DIVERGENT_SUFFIX", "WARNING") in checks
+    assert not any(sev == "CRITICAL" for *_, sev in checks)
     forked = status[("orders", 2, 1)]
     assert (forked["log_end_offset"], forked["latest_epoch"], forked["batch_count"], forked["record_count"]) == (
         340, 2, 19, 340)
