@@ -32,7 +32,7 @@ from pyspark.sql.types import IntegerType, LongType
 INT = r"-?\d+"
 
 _CONTENT_CUT = (
-    r"\s(?:key:|payload:|endTxnMarker:|controlType:|LeaderChange:|SnapshotHeader\b|"
+    r"(?:^|\s)(?:key:|payload:|headerKeys:|endTxnMarker:|controlType:|LeaderChange:|SnapshotHeader\b|"
     r"SnapshotFooter\b|KRaftVersion\b|KRaftVoters\b).*$"
 )
 
@@ -67,7 +67,7 @@ def stripped(text: Column) -> Column:
 
 
 def metadata_part(line: Column) -> Column:
-    """The line cut before its first key, payload or control-record field."""
+    """The line cut before its first key, payload, header-keys or control-record field."""
     return F.regexp_replace(line, _CONTENT_CUT, "")
 
 

@@ -149,3 +149,23 @@ def test_big_file_split_across_many_tasks_parses_identically(spark, tmp_path: Pa
     assert all(r.line_number == 3 + (r.base_offset % 400) + (r.base_offset // 400) * 404 for r in rows)
     assert acc.lines == len(lines) and acc.lines_quarantined == 0
     assert acc.lines_parsed == 1200 and acc.lines_skipped == len(lines) - 1200
+
+
+def test_contents_never_reach_parse_errors(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Record contents, header keys and orphan payload lines are cut before anything is kept."""
+    text = "\n".join([
+        "Dumping /kafka/leak-0/00000000000000000000.log",
+        "Log starting offset: 0",
+        "payload: card=4111111111111111",                        # content before any batch line
+        "| key: user-42 payload: ssn=078-05-1120",               # same, with the 2.8+ prefix
+        "| offset: 0 CreateTime: 1 keySize: 5 valueSize: 9 sequence: -1 headerKeys: [tenant-secret] payload: x",
+        "baseOffset: 0 lastOffset: 0 count: 1 partitionLeaderEpoch: 1 crc: 7 isvalid: true",
+    ]) + "\n"
+    write(tmp_path / "broker=1" / "d" / "leak-0" / "0.log.txt", text)
+    snap = load_snapshot(spark, str(tmp_path))
+    errors = snap.parse_errors.orderBy("line_number").collect()
+    assert [e.line_number for e in errors] == [3, 4, 5]
+    stored = " ".join(str(e.line) for e in errors)
+    for secret in ("4111111111111111", "user-42", "078-05-1120", "tenant-secret"):
+        assert secret not in stored
+    assert errors[2].line.startswith("| offset: 0 CreateTime: 1 keySize: 5 valueSize: 9 sequence: -1")
