@@ -105,7 +105,7 @@ def truncate_epoch(pairs: DataFrame, batches: DataFrame, max_rounds: int = MAX_R
             F.col("of").alias("follower_offset"), F.col("o").alias("offset"), cut.alias("effective_offset"))
         updated = step.select(
             *KEY, "l_entries", "l_leo", "f_hwm",
-            F.when(cut.isNotNull(), F.filter("cur", lambda x: x["start_offset"] < cut)).otherwise(F.col("cur"))
+            F.when(cut.isNotNull(), F.filter("cur", lambda x: x["start_offset"] < F.col("o_floor"))).otherwise(F.col("cur"))
             .cast(f"array<{ENTRY}>").alias("cur"),
             F.when(truncates, cut).otherwise(F.col("leo")).alias("leo"),
             F.when(F.col("missing_now"), F.lit(None).cast("bigint"))

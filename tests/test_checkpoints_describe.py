@@ -45,7 +45,7 @@ def test_checkpoint_files(spark) -> None:  # type: ignore[no-untyped-def]
     for r in parsed.entries.collect():
         value = (r.epoch, r.offset) if r.kind == LEADER_EPOCH else (r.topic, r.partition, r.offset)
         entries.setdefault(r.file_id, []).append(value)
-    for fid, (_, text, ok, expected) in CHECKPOINTS.items():
+    for fid, (_, _text, ok, expected) in CHECKPOINTS.items():
         assert usable[fid][0] is ok, (fid, usable[fid])
         assert sorted(entries.get(fid, [])) == sorted(expected), fid
     assert "version 1" in usable[1][1]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 

@@ -61,7 +61,7 @@ def test_both_writers_share_one_arrow_schema() -> None:
     for schema in schemas.OUTPUT_TABLES.values():
         arrow = arrow_schema(schema)
         assert arrow.names == [f.name for f in schema.fields]
-        for f, a in zip(schema.fields, arrow):
+        for f, a in zip(schema.fields, arrow, strict=True):
             assert a.nullable == f.nullable
             if f.dataType.simpleString() == "timestamp":
                 assert a.type == pa.timestamp("us", tz="UTC")

@@ -4,7 +4,6 @@ duplicate dumps of one segment, snapshot= folders over time, and epoch caches.""
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
