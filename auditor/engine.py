@@ -134,6 +134,7 @@ def audit(
             usable_checkpoint.join(facts.filter(~F.col("epochless")).select(*KEY), KEY), rebuilt, facts, scope),
         findings.missing_inputs(facts, snapshot.format == "table", has_cache_table),
         pair_findings(verdicts, chosen),
+        findings.compacted_cache_disagreements(pairs, cache),
         isr_incomplete(facts, batches, scope),
         partition_findings(leaders, facts),
     ])

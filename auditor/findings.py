@@ -206,3 +206,41 @@ def missing_inputs(facts: DataFrame, table_format: bool, has_cache_table: bool) 
         rows, "MISSING_INPUT", "WARNING", None, None, None,
         F.format_string("Replica %d is missing input: %s.", F.col("replica"), F.array_join("reasons", "; ")),
         F.struct("reasons", "has_dump", "has_epoch_file", "epoch_file_usable", "high_watermark"))
+
+
+def compacted_cache_disagreements(pairs: DataFrame, cache: DataFrame) -> DataFrame:
+    """SPEC 4.5: on a compacted topic, below the higher HWM of follower and leader, their
+    epoch caches must agree on every entry at or above both log start offsets. Each entry
+    only one side has is an ``EPOCH_CACHE_MISMATCH`` of the follower naming the leader.
+
+    Args:
+        pairs: from :func:`auditor.pairs.build_pairs` (``replica`` = the follower).
+        cache: effective caches (``KEY, epoch, start_offset, log_end_offset``).
+    """
+    p = pairs.filter(F.col("compacted") & F.col("hmax").isNotNull()).select(
+        *PARTITION, F.col("replica").alias("follower"), "leader", "lso", "hmax")
+    nxt = Window.partitionBy(*KEY).orderBy("epoch")
+    entries = cache.select(
+        *KEY, "epoch", "start_offset",
+        F.coalesce(F.lead("start_offset").over(nxt), F.col("log_end_offset")).alias("end_offset"))
+    follower = entries.select(*PARTITION, F.col("replica").alias("follower"), "epoch", "start_offset",
+                              F.col("end_offset").alias("f_end"))
+    leader = entries.select(*PARTITION, F.col("replica").alias("leader"), "epoch", "start_offset",
+                            F.col("end_offset").alias("l_end"))
+    f_side = p.join(follower, [*PARTITION, "follower"])
+    l_side = p.join(leader, [*PARTITION, "leader"])
+    keys = [*PARTITION, "follower", "leader", "lso", "hmax", "epoch", "start_offset"]
+    both = f_side.join(l_side, keys, "full")
+    scoped = both.filter(
+        (F.col("f_end").isNull() | F.col("l_end").isNull())
+        & (F.col("start_offset") >= F.coalesce(F.col("lso"), F.lit(0))) & (F.col("start_offset") < F.col("hmax")))
+    only_leader = F.col("f_end").isNull()
+    return finding(
+        scoped.withColumn("replica", F.col("follower")), "EPOCH_CACHE_MISMATCH", "ERROR", F.col("start_offset"),
+        F.coalesce(F.col("l_end"), F.col("f_end")), F.col("epoch"),
+        F.format_string("On compacted topic %s, replica %d's epoch cache %s epoch %d at offset %d, unlike leader "
+                        "%d's, below their high watermark %d.", F.col("topic"), F.col("follower"),
+                        F.when(only_leader, F.lit("lacks")).otherwise(F.lit("has")), F.col("epoch"),
+                        F.col("start_offset"), F.col("leader"), F.col("hmax")),
+        F.struct(F.col("leader").alias("other_replica"), "epoch", "start_offset",
+                 only_leader.alias("only_in_leader_cache"), F.col("hmax").alias("higher_high_watermark")))

@@ -60,7 +60,12 @@ def checked(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
     meta["isr"] = [PartitionMeta(0, 1, (1, 2, 3), (1, 2, 3))]
     write_partition(root, "absent", 0, {1: Replica([(0, 4, 1)], 5), 2: Replica([(0, 4, 1)], 5)})
     meta["absent"] = [PartitionMeta(0, 9, (9, 1, 2), (9, 1, 2))]
-    write_describe(root, meta)
+    # compacted: the follower's cleaner removed epoch 2 entirely, and its cache lost the entry
+    write_partition(root, "compacted", 0, {
+        1: Replica([(0, 4, 1), (10, 14, 2), (20, 29, 3)], 30),
+        2: Replica([(0, 4, 1), (20, 29, 3)], 30)})
+    meta["compacted"] = [PartitionMeta(0, 1, (1, 2), (1, 2))]
+    write_describe(root, meta, configs={"compacted": {"cleanup.policy": "compact"}})
     config = Config(severity={"FOLLOWER_LAG": "WARNING"},
                     allowlist=(AllowRule("ISR_INCOMPLETE", topic="isr", partition=0, replica=2),))
     return audit(load_snapshot(spark, str(root)), run_id="checks", config=config)
@@ -153,6 +158,16 @@ def test_isr_and_hwm_checks_with_allowlist(checked) -> None:  # type: ignore[no-
     assert sup["ISR_INCOMPLETE"] is True and sup["HWM_ABOVE_LEO"] is False
     leaders = {r.leader for r in checked["findings"].filter(F.col("topic") == "isr").collect()}
     assert leaders == {1}
+
+
+def test_compacted_topic_caches_must_agree_below_the_hwm(checked) -> None:  # type: ignore[no-untyped-def]
+    assert found(checked, "compacted") == {
+        ("OFFSET_GAP", "INFO", 1, 5, 10, 2), ("OFFSET_GAP", "INFO", 1, 15, 20, 3),
+        ("OFFSET_GAP", "INFO", 2, 5, 20, 3),
+        ("EPOCH_CACHE_MISMATCH", "ERROR", 2, 10, 20, 2),
+    }
+    st = checked["replica_status"].filter((F.col("topic") == "compacted") & (F.col("replica") == 2)).first()
+    assert (st.divergence_offset, st.truncation_offset, st.status) == (None, None, "in_sync")
 
 
 def test_metadata_leader_without_data(checked) -> None:  # type: ignore[no-untyped-def]
