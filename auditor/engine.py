@@ -114,7 +114,7 @@ def audit(
     epochless = batches.groupBy(*KEY).agg((F.max("epoch") < 0).alias("epochless"))
     leaders = _cut(choose_leaders(base_facts))
     facts = _cut(
-        base_facts.drop("role").join(leaders, PARTITION, "left").join(epochless, KEY, "left").select(
+        base_facts.join(leaders, PARTITION, "left").join(epochless, KEY, "left").select(
             "*",
             F.when(F.col("leader").isNull(), F.lit(None))
             .when(F.col("replica") == F.col("leader"), F.lit("leader")).otherwise(F.lit("follower")).alias("role"),

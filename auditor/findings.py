@@ -6,6 +6,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from auditor.checks import SEVERITY_RANK
+
 KEY = ["snapshot", "topic", "partition", "replica"]
 PARTITION = ["snapshot", "topic", "partition"]
 FINDING_COLUMNS = ["snapshot", "topic", "partition", "replica", "check", "severity",
@@ -25,6 +27,22 @@ def finding(df: DataFrame, check: str, severity: Column | str, start: Column | N
         (epoch if epoch is not None else F.lit(None)).cast("int").alias("epoch"),
         message.alias("message"), F.to_json(details).alias("details"),
     )
+
+
+def severity_rank(col: Column) -> Column:
+    """``CRITICAL`` 4, ``ERROR`` 3, ``WARNING`` 2, ``INFO`` 1 (:data:`auditor.checks.SEVERITY_RANK`)."""
+    rank: Column = F.lit(None)
+    for name, value in SEVERITY_RANK.items():
+        rank = F.when(col == name, F.lit(value)).otherwise(rank)
+    return rank
+
+
+def severity_name(rank: Column) -> Column:
+    """The inverse of :func:`severity_rank` (null stays null)."""
+    name: Column = F.lit(None).cast("string")
+    for level, value in SEVERITY_RANK.items():
+        name = F.when(rank == value, F.lit(level)).otherwise(name)
+    return name
 
 
 def s(col: str | Column) -> Column:

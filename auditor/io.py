@@ -155,13 +155,3 @@ def check_writable(out: str) -> None:
         os.remove(probe)
     except OSError as exc:
         raise OutputError(f"output {out} is not writable: {exc.strerror or exc}") from exc
-
-
-def read_table(spark: SparkSession, out: str, name: str) -> DataFrame:
-    """Read an output table back (Spark's Delta reader when present, else via deltalake)."""
-    path = table_path(out, name)
-    if has_delta_classes(spark):
-        return spark.read.format("delta").load(path)
-    from deltalake import DeltaTable
-
-    return spark.createDataFrame(DeltaTable(path).to_pyarrow_table())

@@ -25,7 +25,7 @@ from auditor import __version__, io, schemas
 from auditor.checks import SEVERITY_RANK
 from auditor.config import Config, validate_run_id
 from auditor.engine import audit
-from auditor.errors import AuditorError
+from auditor.findings import severity_rank
 from auditor.snapshot import Snapshot, load_snapshot
 
 logger = logging.getLogger(__name__)
@@ -94,10 +94,7 @@ def run_audit(
         writer.replace_run(io.table_path(out, "runs"), _runs_row(
             spark, run_id, config, started, finished, "SUCCEEDED", snapshot_path, protocol,
             writer.name, counts), schemas.RUNS, run_id)
-    except AuditorError:
-        _record_failure(spark, writer, out, run_id, config, started, snapshot_path, protocol)
-        raise
-    except Exception:
+    except Exception:  # AuditorError included: record the failed run, then re-raise
         _record_failure(spark, writer, out, run_id, config, started, snapshot_path, protocol)
         raise
     by_check, failing = _finding_summary(materialised["findings"], config.fail_on)
@@ -156,7 +153,7 @@ def _finding_summary(findings: DataFrame, fail_on: str) -> tuple[list[tuple[str,
 
 def _worst_partitions(partition_status: DataFrame, limit: int = 10) -> list[tuple[str, int, str, int]]:
     """Up to ``limit`` partitions with a WARNING or worse, most severe first (for the summary)."""
-    rank = F.when(F.col("worst_severity") == "CRITICAL", 4).when(F.col("worst_severity") == "ERROR", 3).otherwise(2)
+    rank = severity_rank(F.col("worst_severity"))
     rows = (partition_status.filter(F.col("worst_severity").isin("CRITICAL", "ERROR", "WARNING"))
             .orderBy(rank.desc(), F.col("finding_count").desc(), "topic", "partition").limit(limit).collect())
     return [(r["topic"], int(r["partition"]), r["worst_severity"], int(r["finding_count"])) for r in rows]

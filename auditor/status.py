@@ -5,6 +5,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from auditor.findings import severity_name, severity_rank
+
 REPLICA = ["snapshot", "topic", "partition", "replica"]
 PARTITION = ["snapshot", "topic", "partition"]
 
@@ -15,7 +17,8 @@ def replica_facts(replicas: DataFrame, offsets: DataFrame, hwm: DataFrame, lates
 
     Returns:
         One row per replica holding data: offsets, HWM, latest epoch, counts, and from the
-        metadata (when present) ``meta_leader``, ``in_isr``, ``in_elr`` and ``role``.
+        metadata (when present) ``meta_leader``, ``in_isr`` and ``in_elr``. The ``role``
+        comes later, from the leader the engine chooses (SPEC 4.6).
     """
     meta = metadata.select(*PARTITION, F.col("leader").alias("meta_leader"), "isr", "elr", "has_elr")
     return (
@@ -31,9 +34,6 @@ def replica_facts(replicas: DataFrame, offsets: DataFrame, hwm: DataFrame, lates
             "meta_leader",
             F.when(F.col("isr").isNotNull(), F.array_contains("isr", F.col("replica"))).alias("in_isr"),
             F.when(F.col("has_elr"), F.array_contains("elr", F.col("replica"))).alias("in_elr"),
-            F.when(F.col("meta_leader").isNull(), F.lit(None))
-            .when(F.col("meta_leader") == F.col("replica"), F.lit("leader"))
-            .otherwise(F.lit("follower")).alias("role"),
         )
     )
 
@@ -47,12 +47,9 @@ def partition_status(facts: DataFrame, leaders: DataFrame, findings: DataFrame) 
         F.count(F.lit(1)).alias("replica_count"),
         F.max("high_watermark").alias("max_high_watermark"),
     )
-    rank = F.when(F.col("severity") == "CRITICAL", 4).when(F.col("severity") == "ERROR", 3).when(
-        F.col("severity") == "WARNING", 2).otherwise(1)
     per_findings = findings.groupBy(*PARTITION).agg(
-        F.max(rank).alias("_worst"), F.count(F.lit(1)).alias("finding_count"))
-    worst = (F.when(F.col("_worst") == 4, "CRITICAL").when(F.col("_worst") == 3, "ERROR")
-             .when(F.col("_worst") == 2, "WARNING").when(F.col("_worst") == 1, "INFO"))
+        F.max(severity_rank(F.col("severity"))).alias("_worst"), F.count(F.lit(1)).alias("finding_count"))
+    worst = severity_name(F.col("_worst"))
     return (
         per_part.join(leaders, PARTITION, "left").join(leader, PARTITION, "left")
         .join(per_findings, PARTITION, "left")
