@@ -14,6 +14,7 @@ import click
 
 from auditor.checks import FAIL_ON_CHOICES, FORMATS, PROTOCOLS
 from auditor.errors import AuditorError, InputError
+from auditor.simulator.history import FAULTS
 
 logger = logging.getLogger("auditor")
 
@@ -60,6 +61,45 @@ def audit_command(**kwargs: Any) -> None:
     Exit status: 0 clean, 1 when a finding reaches --fail-on, 2 on bad usage or input.
     """
     sys.exit(run_from_options(**kwargs))
+
+
+@main.command("simulate")
+@click.argument("snapshot", type=click.Path(file_okay=False, path_type=str))
+@click.option("--brokers", default=3, show_default=True, type=click.IntRange(1), help="Brokers in the cluster.")
+@click.option("--topics", default=2, show_default=True, type=click.IntRange(1), help="Topics.")
+@click.option("--partitions", default=3, show_default=True, type=click.IntRange(1), help="Partitions per topic.")
+@click.option("--batches", default=40, show_default=True, type=click.IntRange(1),
+              help="Batches per partition (on the leader, before incidents).")
+@click.option("--faults", default="all", show_default=True,
+              help="all, none, NAME[=COUNT],... or @FILE.toml with a [faults] table of name = count. "
+                   "Names: " + ", ".join(FAULTS) + ".")
+@click.option("--seed", default=1, show_default=True, type=int, help="Random seed: same seed, same snapshot.")
+@click.option("--replication-factor", default=3, show_default=True, type=click.IntRange(1))
+@click.option("--min-isr", default=2, show_default=True, type=click.IntRange(1), help="min.insync.replicas.")
+@click.option("--kafka-version", "dump_style", default="3.3", show_default=True,
+              type=click.Choice(["1.0", "2.1", "2.2", "2.8", "3.0", "3.2", "3.3"]),
+              help="Print dumps as this Kafka release's kafka-dump-log.sh does.")
+@click.option("--records", is_flag=True, help="Also print record lines (--deep-iteration; 2.2+ styles).")
+@click.option("--segment-batches", default=500, show_default=True, type=click.IntRange(1),
+              help="Batches per log segment (one dump file each).")
+@click.option("--topic-prefix", default="", help="Prepended to every topic name.")
+def simulate_command(snapshot: str, **kwargs: Any) -> None:
+    """Simulate replication with injected faults and write a snapshot to SNAPSHOT.
+
+    Writes kafka-dump-log.sh text, checkpoint files and topics-describe.txt in the layout
+    `auditor audit` reads, plus expected_findings.json: the findings (WARNING and above)
+    and follower offsets the simulator knows to be true.
+    """
+    from auditor.simulator import simulate
+
+    try:
+        with click.progressbar(length=kwargs["topics"] * kwargs["partitions"], label="simulating partitions",
+                               file=sys.stderr, show_pos=True) as bar:
+            summary = simulate(snapshot, progress=bar.update, **kwargs)
+    except (InputError, ValueError) as exc:
+        click.echo(f"auditor: error: {exc}", err=True)
+        sys.exit(2)
+    click.echo(summary.format())
 
 
 def run_from_options(

@@ -4,20 +4,26 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timezone
+from functools import reduce
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from functools import reduce
-
 from auditor import findings, lineage, schemas, status
 from auditor.checks import ALWAYS_COMPACTED, DEFAULT_PROTOCOL, PROTOCOLS
 from auditor.config import Config
 from auditor.errors import UsageError
 from auditor.leader import choose_leaders
-from auditor.pairs import build_pairs, follower_status, follower_verdicts, isr_incomplete, pair_findings, partition_findings
+from auditor.pairs import (
+    build_pairs,
+    follower_status,
+    follower_verdicts,
+    isr_incomplete,
+    pair_findings,
+    partition_findings,
+)
 from auditor.snapshot import Snapshot
 
 KEY = ["snapshot", "topic", "partition", "replica"]

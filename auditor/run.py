@@ -75,10 +75,10 @@ def run_audit(
     protocol = config.effective_protocol
     writer = io.choose_writer(spark)
     try:
-        progress(f"discovering input files under {snapshot_path}")
+        progress(f"reading and parsing the input under {snapshot_path}")
         snap = load_snapshot(spark, snapshot_path, format=config.format, snapshot=snapshot_label,
                              default_snapshot=started)
-        progress(f"{snap.files_read} input files found ({sum(snap.files_skipped.values())} skipped); parsing")
+        progress(f"{snap.files_read} input files parsed ({sum(snap.files_skipped.values())} skipped); auditing")
         tables = audit(snap, protocol, run_id=run_id, cluster=config.cluster, audit_time=started,
                        config=config)
         materialised = {}

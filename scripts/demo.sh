@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Demo: set up, generate a small 3-broker cluster snapshot (with a lagging follower and an
-# unclean election in it), audit it, and write the Delta tables under demo-out/tables.
+# Demo: set up, simulate a small 3-broker cluster with a few injected incidents (an unclean
+# election, a lossy shutdown, a fast fail-over, a stopped follower), audit it, and write the
+# Delta tables under demo-out/tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 rm -rf demo-out
-.venv/bin/python -m auditor.demo demo-out/snapshot
+.venv/bin/auditor simulate demo-out/snapshot --brokers 3 --topics 2 --partitions 4 --seed 7 \
+    --faults unclean-election,lossy-shutdown,fast-failover,stopped-follower
 # --fail-on never: the demo cluster has findings on purpose; a scheduled run would keep
 # the default (critical) so that the exit status can page someone.
 .venv/bin/auditor audit demo-out/snapshot --out demo-out/tables --cluster demo \
     --report demo-out/report.html --fail-on never
+echo
+echo "findings:        demo-out/tables/findings (Delta; one row per finding, see README 'Tables')"
+echo "HTML summary:    demo-out/report.html"
+echo "ground truth:    demo-out/snapshot/expected_findings.json (what the simulator knows happened)"

@@ -5,7 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from auditor.kafka_text import Batch, PartitionMeta, checkpoint_text, content_crc, describe_text, dump_segment
+from auditor.kafka_text import (
+    Batch,
+    PartitionMeta,
+    checkpoint_text,
+    content_crc,
+    describe_text,
+    dump_segment,
+)
 from auditor.reference import rebuild_cache
 
 Span = tuple[int, int, int]  # (base, last, epoch)

@@ -1,4 +1,4 @@
-"""A small, deterministic demo cluster snapshot: ``python -m auditor.demo SNAPSHOT``.
+"""A small hand-written cluster snapshot whose every value is known (used by test_run).
 
 Three brokers, topic ``orders`` (3 partitions) and the compacted topic ``payments``:
 partition orders-0 is healthy, orders-1 has a follower that restarted after a lossy
@@ -10,7 +10,6 @@ files and ``topics-describe.txt``, in the SPEC 3.1 layout.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from auditor.kafka_text import (
@@ -80,18 +79,3 @@ def write_demo_snapshot(root: str | Path) -> Path:
             PartitionMeta(0, 3, (3, 1, 2), (3, 1, 2))]),
     }), encoding="utf-8")
     return base
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: ``python -m auditor.demo SNAPSHOT``."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m auditor.demo SNAPSHOT", file=sys.stderr)
-        return 2
-    path = write_demo_snapshot(args[0])
-    print(f"demo snapshot written to {path}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

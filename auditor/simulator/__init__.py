@@ -1,0 +1,328 @@
+"""``auditor simulate``: simulate Kafka partition replication with injected faults and write
+a snapshot in the SPEC 3.1 layout, plus ``expected_findings.json`` (the ground truth).
+
+Partitions are simulated and written one at a time, so memory stays flat whatever the
+size of the cluster; per-broker checkpoint entries and the expected findings are streamed
+to side files and assembled at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import sys
+import time
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from auditor.errors import InputError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+from auditor.simulator.history import FAULTS, PartitionHistory, simulate_partition
+from auditor.simulator.text import DEFAULT_STYLE, DumpStyle
+from auditor.simulator.truth import checkpoint_entries, partition_truth
+
+LOG_DIR = "/var/lib/kafka/data"
+TOPIC_NAMES = ("orders", "payments", "clicks", "inventory", "shipments", "invoices", "sessions", "audit-log")
+BASE_TIMESTAMP = 1_763_000_000_000
+
+
+def parse_faults(spec: str | None) -> Counter[str]:
+    """``all``, ``none``, ``NAME[=COUNT],...`` or ``@FILE.toml`` (a ``[faults]`` table of
+    name = count) into a count per fault kind."""
+    if spec is None or spec.strip() in ("", "none"):
+        return Counter()
+    spec = spec.strip()
+    if spec == "all":
+        return Counter({f: 1 for f in FAULTS})
+    items: dict[str, object]
+    if spec.startswith("@"):
+        path = spec[1:]
+        try:
+            with open(path, "rb") as fh:
+                doc = tomllib.load(fh)
+        except OSError as exc:
+            raise InputError(f"cannot read fault file {path}: {exc.strerror}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise InputError(f"fault file {path} is not valid TOML: {exc}") from exc
+        unknown_tables = set(doc) - {"faults"}
+        if unknown_tables:
+            raise InputError(f"fault file {path}: unknown table(s) {', '.join(sorted(unknown_tables))}; expected [faults]")
+        items = dict(doc.get("faults", {}))
+    else:
+        items = {}
+        for part in spec.split(","):
+            name, _, count = part.strip().partition("=")
+            items[name.strip()] = count.strip() or 1
+    counts: Counter[str] = Counter()
+    for name, count in items.items():
+        if name == "all":
+            for f in FAULTS:
+                counts[f] += _count(name, count)
+            continue
+        if name not in FAULTS:
+            raise InputError(f"unknown fault {name!r}; known: all, {', '.join(FAULTS)}")
+        counts[name] += _count(name, count)
+    return counts
+
+
+def _count(name: str, value: object) -> int:
+    try:
+        n = int(str(value))
+    except ValueError:
+        raise InputError(f"fault {name}: count {value!r} is not an integer") from None
+    if n < 0:
+        raise InputError(f"fault {name}: count must be >= 0")
+    return n
+
+
+@dataclass
+class SimulationSummary:
+    """What ``simulate`` wrote."""
+
+    path: Path
+    brokers: int
+    topics: int
+    partitions: int
+    replicas: int = 0
+    batches: int = 0
+    files: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    faults: Counter[str] = field(default_factory=Counter)
+    faults_skipped: Counter[str] = field(default_factory=Counter)
+    expected_findings: Counter[str] = field(default_factory=Counter)
+
+    def format(self) -> str:
+        lines = [
+            f"snapshot written to {self.path}",
+            f"  brokers {self.brokers}, topics {self.topics}, partitions {self.partitions}, replicas {self.replicas}",
+            f"  batches {self.batches:,}, files {self.files:,}, {self.bytes / 1e6:,.1f} MB in {self.seconds:.1f}s",
+        ]
+        if self.faults:
+            lines.append("  faults injected: " + ", ".join(f"{k} x{v}" for k, v in sorted(self.faults.items())))
+        if self.faults_skipped:
+            lines.append("  faults that found no place: " + ", ".join(
+                f"{k} x{v}" for k, v in sorted(self.faults_skipped.items())))
+        if self.expected_findings:
+            lines.append("  expected findings: " + ", ".join(
+                f"{k} {v}" for k, v in sorted(self.expected_findings.items())))
+        lines.append(f"  ground truth: {self.path / 'expected_findings.json'}")
+        return "\n".join(lines)
+
+
+def topic_names(count: int, prefix: str = "") -> list[str]:
+    if count <= len(TOPIC_NAMES):
+        return [prefix + t for t in TOPIC_NAMES[:count]]
+    return [f"{prefix}{TOPIC_NAMES[i % len(TOPIC_NAMES)]}-{i // len(TOPIC_NAMES)}" for i in range(count)]
+
+
+def plan_faults(counts: Counter[str], partitions: int, seed: int) -> dict[int, list[str]]:
+    """Which partitions (global index) carry which faults: spread over distinct partitions
+    as long as there are enough, in an order fixed by the seed."""
+    rng = random.Random(f"{seed}/plan")
+    order = list(range(partitions))
+    rng.shuffle(order)
+    plan: dict[int, list[str]] = {}
+    instances = [f for f in FAULTS for _ in range(counts.get(f, 0))]
+    for i, fault in enumerate(instances):
+        plan.setdefault(order[i % partitions], []).append(fault)
+    return plan
+
+
+class _Writer:
+    """Streams one snapshot to disk."""
+
+    def __init__(self, root: Path, brokers: int, style: DumpStyle, records: bool, segment_batches: int) -> None:
+        self.root, self.style, self.records = root, style, records
+        self.segment_batches = max(1, segment_batches)
+        self.summary_files = 0
+        self.bytes = 0
+        self.batches = 0
+        self.hwm_counts = Counter[int]()
+        self.hwm_parts: dict[int, IO[str]] = {}
+        for b in range(1, brokers + 1):
+            d = root / f"broker={b}" / "data"
+            d.mkdir(parents=True, exist_ok=True)
+            self.hwm_parts[b] = open(d / ".replication-offset-checkpoint.part", "w", encoding="utf-8")  # noqa: SIM115
+            self._write(d / "meta.properties", f"version=1\nbroker.id={b}\nnode.id={b}\ncluster.id=simulated\n")
+            self._write(d / "log-start-offset-checkpoint", "0\n0\n")
+        self.describe = open(root / "topics-describe.txt", "w", encoding="utf-8")  # noqa: SIM115
+        self.findings = open(root / ".expected-findings.part", "w", encoding="utf-8")  # noqa: SIM115
+        self.followers = open(root / ".expected-replicas.part", "w", encoding="utf-8")  # noqa: SIM115
+        self.claims_seen: Counter[str] = Counter()
+
+    def _write(self, path: Path, text: str) -> None:
+        path.write_text(text, encoding="utf-8")
+        self.summary_files += 1
+        self.bytes += len(text)
+
+    def topic(self, name: str, partitions: int, rf: int, configs: dict[str, str]) -> None:
+        cfg = ",".join(f"{k}={v}" for k, v in configs.items())
+        topic_id = f"{zlib.crc32(name.encode()):08x}" + "AbCdEfGhIjKlMn"
+        self.describe.write(f"Topic: {name}\tTopicId: {topic_id}\tPartitionCount: {partitions}\t"
+                            f"ReplicationFactor: {rf}\tConfigs: {cfg}\n")
+
+    def partition(self, h: PartitionHistory) -> None:
+        isr = ",".join(str(b) for b in h.isr)
+        self.describe.write(f"\tTopic: {h.topic}\tPartition: {h.partition}\tLeader: {h.leader}\t"
+                            f"Replicas: {','.join(map(str, h.assignment))}\tIsr: {isr}\tElr: \tLastKnownElr: \n")
+        for broker in h.assignment:
+            r = h.replicas[broker]
+            folder = self.root / f"broker={broker}" / "data" / f"{h.topic}-{h.partition}"
+            folder.mkdir(parents=True, exist_ok=True)
+            self._dump(folder, h, broker)
+            entries = checkpoint_entries(r)
+            if entries is not None:
+                body = "\n".join(["0", str(len(entries)), *(f"{e} {s}" for e, s in entries)]) + "\n"
+                self._write(folder / "leader-epoch-checkpoint", body)
+            self._write(folder / "partition.metadata", "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA")
+            self.hwm_parts[broker].write(f"{h.topic} {h.partition} {r.hwm}\n")
+            self.hwm_counts[broker] += 1
+        claims, followers = partition_truth(h)
+        for c in claims:
+            self.findings.write(json.dumps(c.as_json()) + "\n")
+        for f in followers:
+            self.followers.write(json.dumps(f.as_json()) + "\n")
+        self.claims_seen.update(c.check for c in claims)
+
+    def _segments(self, h: PartitionHistory, broker: int) -> Iterator[tuple[int, list[tuple[int, int, int, int]]]]:
+        batch: list[tuple[int, int, int, int]] = []
+        for b in h.replicas[broker].log.batches():
+            batch.append((b.base, b.last, b.epoch, b.tag))
+            if len(batch) == self.segment_batches:
+                yield batch[0][0], batch
+                batch = []
+        if batch or not h.replicas[broker].log.runs:
+            yield (batch[0][0] if batch else h.replicas[broker].log.leo), batch
+
+    def _dump(self, folder: Path, h: PartitionHistory, broker: int) -> None:
+        r = h.replicas[broker]
+        newest = max(0, -(-r.log.batch_count // self.segment_batches) - 1)
+        for i, (seg_base, batches) in enumerate(self._segments(h, broker)):
+            name = f"{seg_base:020d}.log"
+            path = folder / f"{name}.txt"
+            with open(path, "w", encoding="utf-8", buffering=1 << 20) as out:
+                written = out.write(f"Dumping {LOG_DIR}/{h.topic}-{h.partition}/{name}\n")
+                written += out.write(self.style.header(seg_base) + "\n")
+                position = 0
+                for base, last, epoch, tag in batches:
+                    crc = zlib.crc32(f"{h.topic}/{h.partition}/{tag}/{base}".encode()) & 0xFFFFFFFF
+                    count = last - base + 1
+                    size = 61 + 18 * count
+                    ts = BASE_TIMESTAMP + base * 3
+                    written += out.write(self.style.batch_line(base, last, epoch, crc, position, ts, size,
+                                                               base not in r.corrupt) + "\n")
+                    if self.records:
+                        for o in range(base, last + 1):
+                            written += out.write(self.style.record_line(o, base, last, epoch, position, ts, size) + "\n")
+                    position += size
+                if r.torn_bytes and i == newest:
+                    written += out.write(f"Found {r.torn_bytes} invalid bytes at the end of {name}\n")
+            self.summary_files += 1
+            self.bytes += written
+            self.batches += len(batches)
+
+    def close(self, seed: int, plan: list[dict[str, object]]) -> None:
+        for b, part in self.hwm_parts.items():
+            part.close()
+            final = self.root / f"broker={b}" / "data" / "replication-offset-checkpoint"
+            with open(final, "w", encoding="utf-8") as out, open(part.name, encoding="utf-8") as src:
+                out.write(f"0\n{self.hwm_counts[b]}\n")
+                shutil.copyfileobj(src, out)
+            os.remove(part.name)
+            self.summary_files += 1
+        self.describe.close()
+        self.findings.close()
+        self.followers.close()
+        with open(self.root / "expected_findings.json", "w", encoding="utf-8") as out:
+            out.write(f'{{"generator": "auditor simulate", "seed": {seed}, "protocol": "epoch",\n')
+            out.write(' "faults": ' + json.dumps(plan) + ",\n")
+            for key, part_name in (("findings", self.findings.name), ("replicas", self.followers.name)):
+                out.write(f' "{key}": [\n')
+                with open(part_name, encoding="utf-8") as src:
+                    first = True
+                    for line in src:
+                        out.write(("  " if first else ", ") + line)
+                        first = False
+                out.write(" ]" + (",\n" if key == "findings" else "\n"))
+                os.remove(part_name)
+            out.write("}\n")
+
+
+def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: int = 3, batches: int = 40,
+             faults: str | None = "all", seed: int = 1, replication_factor: int = 3, min_isr: int = 2,
+             dump_style: str = DEFAULT_STYLE, records: bool = False, segment_batches: int = 500,
+             topic_prefix: str = "", progress: Callable[[int], None] | None = None) -> SimulationSummary:
+    """Simulate and write a snapshot under ``root`` (which must not hold one already).
+
+    Args:
+        brokers, topics: cluster size; ``partitions`` per topic; ``batches`` per partition
+            (on the leader, before incidents).
+        faults: fault spec (:func:`parse_faults`).
+        topic_prefix: prepended to every topic name (to merge several simulations into one input).
+        progress: called with the number of partitions just finished.
+    """
+    started = time.monotonic()
+    if brokers < 1 or topics < 1 or partitions < 1 or batches < 1:
+        raise InputError("--brokers, --topics, --partitions and --batches must be at least 1")
+    style = DumpStyle(dump_style)
+    if records and not style.prints_records:
+        raise InputError(f"--records needs a dump style of 2.2 or later (Kafka {dump_style} prints records "
+                         "instead of batch lines, without leader epochs)")
+    base = Path(root)
+    if base.exists() and any(base.iterdir()):
+        raise InputError(f"{base} exists and is not empty; simulate writes a fresh snapshot")
+    base.mkdir(parents=True, exist_ok=True)
+    counts = parse_faults(faults)
+    rf = min(replication_factor, brokers)
+    if topic_prefix and not all(c.isalnum() or c in "._-" for c in topic_prefix):
+        raise InputError(f"--topic-prefix {topic_prefix!r}: only letters, digits, '.', '_' and '-' are allowed in topic names")
+    names = topic_names(topics, topic_prefix)
+    total = topics * partitions
+    plan = plan_faults(counts, total, seed)
+    writer = _Writer(base, brokers, style, records, segment_batches)
+    summary = SimulationSummary(base, brokers, topics, total)
+    applied: list[dict[str, object]] = []
+    index = 0
+    for t, name in enumerate(names):
+        unclean = any("unclean-election" in plan.get(t * partitions + p, []) for p in range(partitions))
+        configs = {"min.insync.replicas": str(min(min_isr, rf))}
+        if unclean:
+            configs["unclean.leader.election.enable"] = "true"
+        writer.topic(name, partitions, rf, configs)
+        for p in range(partitions):
+            replicas = [(index + j) % brokers + 1 for j in range(rf)]
+            wanted = plan.get(index, [])
+            h = simulate_partition(name, p, replicas, batches, wanted, seed, min_isr)
+            writer.partition(h)
+            summary.replicas += len(replicas)
+            for fault in h.applied:
+                summary.faults[fault] += 1
+                applied.append({"fault": fault, "topic": name, "partition": p})
+            summary.faults_skipped.update(Counter(wanted) - Counter(h.applied))
+            index += 1
+            if progress:
+                progress(1)
+    writer.close(seed, applied)
+    summary.batches, summary.files, summary.bytes = writer.batches, writer.summary_files, writer.bytes
+    summary.expected_findings = writer.claims_seen
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m auditor.simulator SNAPSHOT``: the same as ``auditor simulate``."""
+    from auditor.cli import main as cli
+
+    cli(["simulate", *(sys.argv[1:] if argv is None else argv)])
+    return 0

@@ -1,0 +1,368 @@
+"""One partition's replication history: producers append, followers fetch (truncating first
+after a leader change, by their protocol), the leader advances the high watermark over
+its ISR (SPEC seed 6.5: every ISR member has fetched in the current epoch and the ISR has
+at least min ISR members), the controller elects leaders, and faults are injected.
+
+Each partition is simulated on its own, from its own random stream, so a snapshot of any
+size is written one partition at a time.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from auditor.simulator.model import EpochCache, Log, Truncation, epoch_truncation, kip101_truncation
+
+# fault kinds, in the order they are applied inside one partition
+FAULTS = (
+    "kip-101",                 # the partition's replicas truncate by Kafka 0.11-1.1 rules (with a fast fail-over)
+    "stopped-follower",        # a follower stops fetching and drops out of the ISR (lag)
+    "zombie-leader",           # a deposed leader appends in its old epoch after holding a newer one
+    "fast-failover",           # KIP-279 scenario 1: two leader changes before the follower truncates
+    "unclean-election",        # an out-of-sync replica becomes leader; the old leader's tail diverges
+    "lossy-shutdown",          # a replica restarts with a prefix of its log and a stale HWM checkpoint
+    "corrupt-batch",           # a batch printed isvalid: false
+    "torn-tail",               # invalid bytes at the end of the newest segment
+    "lost-epoch-checkpoint",   # leader-epoch-checkpoint missing from the snapshot
+    "stale-epoch-checkpoint",  # leader-epoch-checkpoint an older version, lacking its newest entry
+)
+CHECKPOINT_FAULTS = ("corrupt-batch", "torn-tail", "lost-epoch-checkpoint", "stale-epoch-checkpoint")
+
+
+@dataclass
+class Replica:
+    """One broker's copy of the partition, as its disk holds it."""
+
+    broker: int
+    log: Log = field(default_factory=Log)
+    cache: EpochCache = field(default_factory=EpochCache)
+    hwm: int = 0                       # the replication-offset-checkpoint entry
+    protocol: str = "epoch"            # how it truncates during the history
+    frozen: bool = False               # no longer fetches (stopped, crashed, or mid-incident)
+    needs_truncation: bool = False     # a leader change happened since its last fetch
+    corrupt: set[int] = field(default_factory=set)  # base offsets printed isvalid: false
+    torn_bytes: int = 0
+    checkpoint_file: list[tuple[int, int]] | None = None  # None: the file is written from the cache
+    checkpoint_lost: bool = False
+
+
+class PartitionHistory:
+    """The state of one partition and the events that change it."""
+
+    def __init__(self, topic: str, partition: int, brokers: list[int], rng: random.Random,
+                 min_isr: int, first_epoch: int) -> None:
+        self.topic, self.partition, self.rng = topic, partition, rng
+        self.assignment = brokers
+        self.replicas = {b: Replica(b) for b in brokers}
+        self.min_isr = min_isr
+        self.leader = brokers[0]
+        self.epoch = first_epoch
+        self.isr = list(brokers)
+        self.view: dict[int, int | None] = {b: None for b in brokers}  # the leader's view of follower LEOs
+        self.tag = 0
+        self.applied: list[str] = []
+        self.replicas[self.leader].cache.assign(self.epoch, 0)
+
+    # -- primitive events -------------------------------------------------------------
+
+    @property
+    def lead(self) -> Replica:
+        return self.replicas[self.leader]
+
+    def followers(self, fetching_only: bool = True) -> list[int]:
+        return [b for b in self.assignment if b != self.leader and not (fetching_only and self.replicas[b].frozen)]
+
+    def produce(self, batches: int, size: int | None = None, epoch: int | None = None,
+                writer: int | None = None) -> None:
+        """``writer`` (default: the leader) appends ``batches`` batches in ``epoch``."""
+        r = self.replicas[self.leader if writer is None else writer]
+        size = size if size is not None else self.rng.randint(1, 5)
+        self.tag += 1
+        run = r.log.append(batches, size, self.epoch if epoch is None else epoch, self.tag)
+        r.cache.assign(run.epoch, run.base)
+        self.view[r.broker] = r.log.leo if r.broker == self.leader else self.view.get(r.broker)
+        self._advance_hwm()
+
+    def truncate_follower(self, f: Replica) -> Truncation:
+        """The follower's first fetch after a leader change: its protocol's truncation."""
+        fn = epoch_truncation if f.protocol == "epoch" else kip101_truncation
+        result = fn(f.log, f.cache, f.hwm, self.lead.cache.without_entries_above(self.lead.log.leo),
+                    self.lead.log.leo, apply=True)
+        f.hwm = min(f.hwm, f.log.leo)
+        f.needs_truncation = False
+        return result
+
+    def fetch(self, broker: int, max_batches: int) -> None:
+        """Follower ``broker`` fetches up to ``max_batches`` batches from the leader."""
+        f, lead = self.replicas[broker], self.lead
+        if f.needs_truncation:
+            self.truncate_follower(f)
+        # the leader returns whole batches: a follower ending inside a leader batch drops back to its base
+        while f.log.leo < lead.log.leo:
+            b = lead.log.batch_at(f.log.leo)
+            if b is None or b.base == f.log.leo:
+                break
+            f.log.truncate(b.base)
+            f.cache.truncate_from_end(f.log.leo)
+        before = len(f.log.runs)
+        if f.log.leo < lead.log.leo:
+            f.log.copy_from(lead.log, f.log.leo, max_batches)
+        for run in f.log.runs[before:]:
+            f.cache.assign(run.epoch, run.base)
+        self.view[broker] = f.log.leo
+        leso = next((s for e, s in lead.cache.entries if e == self.epoch), lead.log.leo)
+        if broker not in self.isr and f.log.leo >= max(lead.hwm, leso) and f.log.leo == lead.log.leo:
+            self.isr.append(broker)  # caught up: back in sync
+        self._advance_hwm()
+        f.hwm = min(lead.hwm, f.log.leo)
+
+    def _advance_hwm(self) -> None:
+        if len(self.isr) < self.min_isr:
+            return
+        offsets = [self.lead.log.leo if b == self.leader else self.view.get(b) for b in self.isr]
+        if any(o is None for o in offsets):
+            return  # an ISR member has not fetched in this epoch yet
+        self.lead.hwm = max(self.lead.hwm, min(o for o in offsets if o is not None))
+
+    def elect(self, broker: int, clean: bool = True) -> None:
+        """The controller makes ``broker`` leader in a new epoch."""
+        self.epoch += 1
+        self.leader = broker
+        new = self.replicas[broker]
+        new.cache.assign(self.epoch, new.log.leo)
+        new.needs_truncation = False
+        for b in self.followers(fetching_only=False):
+            self.replicas[b].needs_truncation = True
+        self.view = {b: None for b in self.assignment}
+        self.view[broker] = new.log.leo
+        if not clean:
+            self.isr = [broker]
+        elif broker not in self.isr:
+            raise ValueError("a clean election picks an ISR member")
+
+    def shrink(self, broker: int) -> None:
+        if broker in self.isr and broker != self.leader:
+            self.isr.remove(broker)
+
+    def clean_candidates(self) -> list[int]:
+        return [b for b in self.isr if b != self.leader and not self.replicas[b].frozen
+                and self.replicas[b].log.leo >= self.lead.hwm]
+
+    # -- phases ---------------------------------------------------------------------------
+
+    def normal(self, batches: int, elections: bool) -> None:
+        """Steady traffic until the leader holds about ``batches`` batches."""
+        per_append = max(1, batches // 6)
+        while self.lead.log.batch_count < batches:
+            roll = self.rng.random()
+            followers = self.followers()
+            if roll < 0.35 or not followers:
+                self.produce(min(batches - self.lead.log.batch_count, self.rng.randint(1, 2 * per_append)))
+            elif roll < 0.94:
+                self.fetch(self.rng.choice(followers), self.rng.randint(1, 3 * per_append))
+            elif elections and self.clean_candidates():
+                self.elect(self.rng.choice(self.clean_candidates()))  # preferred leader election
+        for b in self.followers():
+            self.fetch(b, self.rng.randint(0, 4 * per_append) if self.rng.random() < 0.3 else 10**9)
+
+    def settle(self) -> None:
+        """After the incidents: a little more traffic, the still-fetching followers fetch."""
+        if self.rng.random() < 0.7:
+            self.produce(self.rng.randint(1, 3))
+        for b in self.followers():
+            if self.rng.random() < 0.8:
+                self.fetch(b, 10**9)
+
+    # -- faults ---------------------------------------------------------------------------
+
+    def inject(self, fault: str) -> bool:
+        """Apply one fault; False when this partition's state cannot host it."""
+        ok = getattr(self, "_" + fault.replace("-", "_"))()
+        if ok:
+            self.applied.append(fault)
+        return bool(ok)
+
+    def _ensure_two_epochs(self) -> bool:
+        """Make sure some follower holds batches of two epochs (a leader change it followed)."""
+        cands = self.clean_candidates()
+        if not cands:
+            return False
+        self.elect(self.rng.choice(cands))
+        self.produce(self.rng.randint(1, 3))
+        for b in self.followers():
+            self.fetch(b, 10**9)
+        return True
+
+    def _kip_101(self) -> bool:
+        for r in self.replicas.values():
+            r.protocol = "kip-101"
+        # a fast fail-over whose deposed leader then fetches: KIP-279's silent divergence
+        a = self.leader
+        cands = [b for b in self.clean_candidates() if self.replicas[b].log.leo == self.lead.log.leo]
+        if not cands:
+            return False
+        b = self.rng.choice(cands)
+        k = self.rng.randint(2, 4)
+        self.produce(k, size=1)                            # A's tail, not replicated
+        self.elect(b)                                      # B leads (preferred election)
+        self.produce(self.rng.randint(1, k), size=1)       # B's tail, not replicated
+        self.elect(a)                                      # and A leads again at once
+        self.produce(self.rng.randint(1, 3), size=1)
+        self.fetch(b, 10**9)                               # kip-101: B keeps its tail
+        for f in self.followers():
+            self.fetch(f, 10**9)
+        return True
+
+    def _stopped_follower(self) -> bool:
+        followers = self.followers()
+        if not followers:
+            return False
+        f = self.rng.choice(followers)
+        self.replicas[f].frozen = True
+        self.shrink(f)
+        self.produce(self.rng.randint(1, 4))
+        for b in self.followers():
+            self.fetch(b, 10**9)
+        return True
+
+    def _zombie_leader(self) -> bool:
+        if not self._ensure_two_epochs():
+            return False
+        zs = [b for b in self.followers() if len({e for e, _ in self.replicas[b].cache.entries}) >= 2]
+        if not zs:
+            return False
+        z = self.replicas[self.rng.choice(zs)]
+        old_epoch = z.cache.entries[-2][0]
+        self.produce(self.rng.randint(1, 3), writer=z.broker, epoch=old_epoch)  # a stale produce request
+        z.frozen = True
+        self.produce(self.rng.randint(0, 3) or 1)
+        for b in self.followers():
+            self.fetch(b, 10**9)
+        return True
+
+    def _fast_failover(self) -> bool:
+        a = self.leader
+        cands = [b for b in self.clean_candidates()]
+        if not cands:
+            return False
+        b = self.rng.choice(cands)
+        self.produce(self.rng.randint(1, 3))   # A's tail, not replicated to B
+        self.elect(b)
+        self.produce(self.rng.randint(1, 3))   # B's tail, never replicated
+        self.elect(a)                          # B fails at once; A leads again
+        self.replicas[b].frozen = True         # snapshot taken before B fetched again
+        self.produce(self.rng.randint(1, 3))
+        for f in self.followers():
+            self.fetch(f, 10**9)
+        return True
+
+    def _unclean_election(self) -> bool:
+        followers = self.followers()
+        if not followers:
+            return False
+        x = self.rng.choice(followers)
+        self.replicas[x].frozen = True          # x stops fetching and drops out of the ISR
+        self.shrink(x)
+        self.produce(self.rng.randint(1, 4))
+        for b in self.followers():
+            self.fetch(b, 10**9)
+        old = self.leader
+        # the leader and the ISR go down; x is the only live replica and unclean election is on
+        for b in self.assignment:
+            if b != x:
+                self.replicas[b].frozen = True
+        self.replicas[x].frozen = False
+        self.elect(x, clean=False)
+        self.replicas[x].frozen = False
+        self.produce(self.rng.randint(1, 3))
+        # the others come back as followers; the snapshot is taken before the old leader fetches
+        for b in self.assignment:
+            if b not in (x, old):
+                self.replicas[b].frozen = self.rng.random() < 0.5
+        return True
+
+    def _lossy_shutdown(self) -> bool:
+        if self.lead.hwm == 0:
+            self.produce(self.rng.randint(1, 3))
+            for b in self.followers():
+                self.fetch(b, 10**9)
+        victim = self.leader if self.rng.random() < 0.5 else None
+        if victim is not None:
+            cands = self.clean_candidates()
+            if not cands:
+                victim = None
+            else:
+                self.elect(self.rng.choice(cands))
+                for b in self.followers():
+                    if b != victim:
+                        self.fetch(b, 10**9)
+        if victim is None:
+            cands = [b for b in self.followers() if self.replicas[b].hwm > 0]
+            if not cands:
+                return False
+            victim = self.rng.choice(cands)
+        r = self.replicas[victim]
+        if r.hwm <= 0:
+            return False
+        # unflushed data is lost: the restarted log ends at a batch base below the checkpointed HWM
+        bases = [b.base for b in r.log.batches() if b.base < r.hwm]
+        if not bases:
+            return False
+        r.log.truncate(self.rng.choice(bases))
+        r.cache = r.cache.without_entries_above(10**18)  # the file keeps what was assigned
+        r.frozen = True
+        r.needs_truncation = True
+        self.shrink(victim)
+        return True
+
+    def _corrupt_batch(self) -> bool:
+        r = self.replicas[self.rng.choice(self.assignment)]
+        bases = [b.base for b in r.log.batches()]
+        if not bases:
+            return False
+        r.corrupt.add(self.rng.choice(bases))
+        return True
+
+    def _torn_tail(self) -> bool:
+        r = self.replicas[self.rng.choice(self.assignment)]
+        r.torn_bytes = self.rng.randint(1, 200)
+        return True
+
+    def _lost_epoch_checkpoint(self) -> bool:
+        r = self.replicas[self.rng.choice(self.assignment)]
+        r.checkpoint_lost = True
+        return True
+
+    def _stale_epoch_checkpoint(self) -> bool:
+        cands = [r for r in self.replicas.values() if len(r.cache.entries) >= 2 and not r.checkpoint_lost]
+        if not cands:
+            if not self._ensure_two_epochs():
+                return False
+            cands = [r for r in self.replicas.values() if len(r.cache.entries) >= 2 and not r.checkpoint_lost]
+            if not cands:
+                return False
+        r = self.rng.choice(cands)
+        r.checkpoint_file = r.cache.entries[:-1]
+        return True
+
+
+def simulate_partition(topic: str, partition: int, brokers: list[int], batches: int, faults: list[str],
+                       seed: int, min_isr: int = 2) -> PartitionHistory:
+    """The whole history of one partition, deterministic for its seed, topic and number."""
+    rng = random.Random(f"{seed}/{topic}/{partition}")
+    h = PartitionHistory(topic, partition, brokers, rng, min(min_isr, len(brokers)), rng.randint(0, 5))
+    ordered = sorted(faults, key=FAULTS.index)
+    if "kip-101" in ordered:
+        for r in h.replicas.values():
+            r.protocol = "kip-101"
+    h.normal(max(1, batches), elections=rng.random() < 0.5)
+    incidents = [f for f in ordered if f not in CHECKPOINT_FAULTS]
+    for fault in incidents:
+        h.inject(fault)
+    if not incidents or rng.random() < 0.5:
+        h.settle()
+    for fault in ordered:
+        if fault in CHECKPOINT_FAULTS:
+            h.inject(fault)
+    return h

@@ -1,0 +1,153 @@
+"""The simulator on its own (no Spark): Kafka's cache and truncation rules in its model,
+determinism, fault coverage, fault specs, flat memory, and the CLI."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from auditor.cli import main
+from auditor.errors import InputError
+from auditor.simulator import parse_faults, simulate
+from auditor.simulator.history import FAULTS
+from auditor.simulator.model import EpochCache, Log, epoch_truncation, kip101_truncation
+
+
+def tree_digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(root)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def test_assign_follows_kafka_2_0_1() -> None:
+    c = EpochCache()
+    c.assign(1, 0)
+    c.assign(1, 5)            # same epoch, higher start: no update
+    c.assign(3, 10)
+    assert c.entries == [(1, 0), (3, 10)]
+    c.assign(2, 8)            # non-monotonic: entries with epoch >= 2 or start >= 8 go
+    assert c.entries == [(1, 0), (2, 8)]
+    c.assign(0, 4)
+    assert c.entries == [(0, 4)]
+
+
+def test_end_offset_for_follows_kafka() -> None:
+    c = EpochCache([(4, 11), (6, 20)])
+    assert c.end_offset_for(-1, 30) == (-1, -1)
+    assert c.end_offset_for(6, 30) == (6, 30)
+    assert c.end_offset_for(2, 30) == (2, 11)      # below the first epoch: (requested, first start)
+    assert c.end_offset_for(5, 30) == (4, 20)
+    assert c.end_offset_for(7, 30) == (-1, -1)
+    assert EpochCache().end_offset_for(3, 0) == (-1, -1)
+
+
+def test_kafka_diverging_epochs_example() -> None:
+    # AbstractFetcherThreadTest.testDivergingEpochs: follower 0:0 1:2 2:4, leader 0:0 1:2 2:5
+    follower, leader = Log(), Log()
+    for epoch in (0, 2, 4):
+        follower.append(1, 1, epoch, tag=epoch)
+    for epoch, tag in ((0, 0), (2, 2), (5, 9)):
+        leader.append(1, 1, epoch, tag=tag)
+    fc = EpochCache([(0, 0), (2, 1), (4, 2)])
+    lc = EpochCache([(0, 0), (2, 1), (5, 2)])
+    t = epoch_truncation(follower, fc, 0, lc, leader.leo)
+    assert (t.offset, t.rounds) == (2, 1)
+    assert follower.leo == 3  # not applied
+
+
+def test_kip_279_scenario_1_in_the_model() -> None:
+    # A: [0,10] e1, [11,20] e1, then leader again in e3 from 21; B: [0,10] e1, [11,15] e2
+    a, b = Log(), Log()
+    a.append(1, 11, 1, tag=1)
+    a.append(1, 10, 1, tag=2)
+    a.append(1, 5, 3, tag=4)
+    b.append(1, 11, 1, tag=1)
+    b.append(1, 5, 2, tag=3)
+    la, lb = EpochCache([(1, 0), (3, 21)]), EpochCache([(1, 0), (2, 11)])
+    assert epoch_truncation(b, lb, 11, la, a.leo).offset == 11
+    assert kip101_truncation(b, lb, 11, la, a.leo).offset is None  # the silent divergence of KIP-279
+
+
+def test_log_truncate_and_copy_keep_batches_whole() -> None:
+    log = Log()
+    log.append(3, 4, 1, tag=1)     # batches [0,3] [4,7] [8,11]
+    assert log.floor(6) == 4 and log.batch_at(12) is None
+    assert log.truncate(6) == 8 and log.leo == 4
+    other = Log()
+    other.copy_from(Log([*log.runs]), 0, 1)
+    assert other.leo == 4 and [b.base for b in other.batches()] == [0]
+
+
+def test_same_seed_same_snapshot(tmp_path: Path) -> None:
+    a = simulate(tmp_path / "a", topics=2, partitions=4, seed=7)
+    b = simulate(tmp_path / "b", topics=2, partitions=4, seed=7)
+    simulate(tmp_path / "c", topics=2, partitions=4, seed=8)
+    assert tree_digest(tmp_path / "a") == tree_digest(tmp_path / "b") != tree_digest(tmp_path / "c")
+    assert a.batches == b.batches > 0
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6])
+def test_all_injects_every_fault(tmp_path: Path, seed: int) -> None:
+    summary = simulate(tmp_path / "s", topics=2, partitions=5, faults="all", seed=seed)
+    assert set(summary.faults) == set(FAULTS), summary.faults_skipped
+    doc = json.loads((tmp_path / "s" / "expected_findings.json").read_text())
+    assert {f["fault"] for f in doc["faults"]} == set(FAULTS)
+    assert doc["findings"] and doc["replicas"]
+    # every follower of every partition has an expectation
+    assert len(doc["replicas"]) == summary.partitions * 2
+
+
+def test_healthy_cluster_expects_nothing_above_info(tmp_path: Path) -> None:
+    simulate(tmp_path / "s", topics=3, partitions=10, faults="none", seed=3)
+    doc = json.loads((tmp_path / "s" / "expected_findings.json").read_text())
+    assert doc["findings"] == [] and doc["faults"] == []
+    assert all(r["divergence_offset"] is None and r["truncation_offset"] is None for r in doc["replicas"])
+
+
+def test_fault_specs(tmp_path: Path) -> None:
+    assert parse_faults("none") == {}
+    assert parse_faults("unclean-election=2, torn-tail") == {"unclean-election": 2, "torn-tail": 1}
+    assert sum(parse_faults("all").values()) == len(FAULTS)
+    toml = tmp_path / "f.toml"
+    toml.write_text('[faults]\nlossy-shutdown = 3\nall = 1\n')
+    assert parse_faults(f"@{toml}")["lossy-shutdown"] == 4
+    for bad in ("explode", "torn-tail=x", "torn-tail=-1", f"@{tmp_path / 'missing.toml'}"):
+        with pytest.raises(InputError):
+            parse_faults(bad)
+    toml.write_text("[fault]\nx = 1\n")
+    with pytest.raises(InputError, match="unknown table"):
+        parse_faults(f"@{toml}")
+
+
+def test_memory_does_not_grow_with_batches(tmp_path: Path) -> None:
+    peaks = []
+    for n, name in ((1_000, "small"), (20_000, "large")):
+        tracemalloc.start()
+        simulate(tmp_path / name, brokers=3, topics=1, partitions=1, batches=n, faults="none", seed=2,
+                 segment_batches=5_000)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    # 20x the batches: the peak is set by buffers and one segment's batch list, not by the log
+    assert peaks[1] < 3 * peaks[0] + 4_000_000, peaks
+
+
+def test_cli_simulate_and_errors(tmp_path: Path) -> None:
+    runner = CliRunner()
+    ok = runner.invoke(main, ["simulate", str(tmp_path / "s"), "--partitions", "2", "--faults",
+                              "unclean-election,stopped-follower", "--seed", "5"])
+    assert ok.exit_code == 0, ok.output
+    assert "faults injected: stopped-follower x1, unclean-election x1" in ok.output
+    again = runner.invoke(main, ["simulate", str(tmp_path / "s")])
+    assert again.exit_code == 2 and "not empty" in again.output
+    bad = runner.invoke(main, ["simulate", str(tmp_path / "t"), "--faults", "meteor"])
+    assert bad.exit_code == 2 and "unknown fault 'meteor'" in bad.output
+    old = runner.invoke(main, ["simulate", str(tmp_path / "u"), "--kafka-version", "2.1", "--records"])
+    assert old.exit_code == 2 and "2.2 or later" in old.output
