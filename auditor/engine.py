@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from functools import reduce
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -16,6 +16,7 @@ from auditor.checks import ALWAYS_COMPACTED, DEFAULT_PROTOCOL, PROTOCOLS
 from auditor.config import Config
 from auditor.errors import UsageError
 from auditor.leader import choose_leaders
+from auditor.overtime import History, over_time_findings
 from auditor.pairs import (
     build_pairs,
     follower_status,
@@ -82,6 +83,36 @@ def apply_policy(found: DataFrame, config: Config) -> DataFrame:
     return found.withColumn("severity", severity).withColumn("suppressed", suppressed)
 
 
+def finding_id(cluster: str) -> Column:
+    """A finding's stable identity: a hash of cluster, topic, partition, replica, check and
+    offset_start, the same in every run that sees the same problem."""
+    parts = [F.lit(cluster), F.col("topic"), F.col("partition").cast("string"),
+             F.coalesce(F.col("replica").cast("string"), F.lit("")), F.col("check"),
+             F.coalesce(F.col("offset_start").cast("string"), F.lit(""))]
+    return F.sha2(F.concat_ws("|", *parts), 256)
+
+
+def with_identity(found: DataFrame, cluster: str, previous: DataFrame, history: History | None) -> DataFrame:
+    """Add ``finding_id`` and ``first_seen``: the earliest snapshot in which the finding was
+    seen, in this run or (carried forward) in P's run of the partition in OUT."""
+    ided = found.withColumn("finding_id", finding_id(cluster)).withColumn(
+        "first_seen", F.min("snapshot").over(Window.partitionBy("finding_id")))
+    if history is None:
+        return ided
+    days = sorted({r["d"] for r in previous.filter(F.col("p_from_out")).select(
+        F.to_date("p_snapshot").alias("d")).distinct().collect()})
+    earlier = history.load("findings", days) if days else None
+    if earlier is None:
+        return ided
+    p = previous.filter(F.col("p_from_out")).select(*PARTITION, "p_run_id", "p_snapshot")
+    seen = p.join(earlier.select(F.col("run_id").alias("p_run_id"), F.col("snapshot").alias("p_snapshot"),
+                                 "topic", "partition", "finding_id", F.col("first_seen").alias("_earlier")),
+                  ["p_run_id", "p_snapshot", "topic", "partition"]).groupBy(*PARTITION, "finding_id").agg(
+        F.min("_earlier").alias("_earlier"))
+    return ided.join(seen, [*PARTITION, "finding_id"], "left").withColumn(
+        "first_seen", F.least("first_seen", F.coalesce("_earlier", "first_seen"))).drop("_earlier")
+
+
 def audit(
     snapshot: Snapshot,
     protocol: str | None = None,
@@ -90,6 +121,7 @@ def audit(
     cluster: str = "default",
     audit_time: datetime | None = None,
     config: Config | None = None,
+    history: History | None = None,
 ) -> dict[str, DataFrame]:
     """Build every output table of SPEC section 6 except ``runs``, before writing.
 
@@ -100,6 +132,8 @@ def audit(
         cluster: stored in every row.
         audit_time: the run's start (default: now, UTC).
         config: severity overrides, allowlist and compacted topics (default: none).
+        history: earlier runs of the cluster (:func:`auditor.io.read_history`); without it
+            the over-time checks see only the snapshots inside ``snapshot``.
 
     Returns:
         ``{table name: DataFrame}`` with exactly the columns of :mod:`auditor.schemas`.
@@ -127,6 +161,9 @@ def audit(
         ).withColumn("epochless", F.coalesce(F.col("epochless"), F.lit(False))))
     scope = _cut(compaction_scope(facts, snapshot.topics, config.compacted_topics))
 
+    log_lineage = _cut(lineage.log_lineage(batches))
+    over_time, previous = over_time_findings(facts, leaders, scope, log_lineage, snapshot.snapshots, history)
+
     pairs = _cut(build_pairs(facts, cache, scope))
     verdicts = _cut(follower_verdicts(pairs, batches, chosen))
     usable_checkpoint = snapshot.epoch_cache.join(
@@ -143,9 +180,11 @@ def audit(
         findings.compacted_cache_disagreements(pairs, cache),
         isr_incomplete(facts, batches, scope),
         partition_findings(leaders, facts),
+        over_time,
     ])
-    all_findings = _cut(apply_policy(
-        raw_findings.join(leaders.select(*PARTITION, "leader"), PARTITION, "left"), config))
+    all_findings = _cut(with_identity(apply_policy(
+        raw_findings.join(leaders.select(*PARTITION, "leader"), PARTITION, "left"), config),
+        cluster, previous, history))
 
     follower_rows = verdicts.select(
         *KEY, "divergence_offset", "truncation_offset", "truncation_rounds",
@@ -158,7 +197,7 @@ def audit(
         .when(F.col("role") == "follower", F.coalesce(F.col("follower_status"), F.lit("unknown")))
         .otherwise("unknown").alias("status"))
     epoch_lineage = (
-        lineage.log_lineage(batches).withColumn("source", F.lit("log"))
+        log_lineage.withColumn("source", F.lit("log"))
         .unionByName(lineage.checkpoint_lineage(cache).withColumn("source", F.lit("checkpoint")))
     )
     tables = {

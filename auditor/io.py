@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Protocol
+from datetime import date
+from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -19,6 +20,9 @@ from pyspark.sql import types as T
 from auditor.errors import OutputError
 from auditor.schemas import PARTITION_COLUMNS
 from auditor.spark import has_delta_classes
+
+if TYPE_CHECKING:
+    from auditor.overtime import History
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +63,12 @@ class TableWriter(Protocol):
     def append(self, path: str, df: DataFrame, schema: T.StructType) -> None:
         """Append ``df``'s rows to the table at ``path``."""
 
+    def prepare(self, path: str, schema: T.StructType) -> int:
+        """Create the table if needed; return its current version (to restore on failure)."""
+
+    def restore(self, path: str, version: int) -> None:
+        """Put the table back as it was at ``version``."""
+
 
 class DeltaRsWriter:
     """``deltalake`` (delta-rs) writer: the output DataFrame goes to the driver as Arrow.
@@ -97,6 +107,19 @@ class DeltaRsWriter:
         self._ensure(path, schema)
         write_deltalake(path, data, mode="append", partition_by=list(PARTITION_COLUMNS))
 
+    def prepare(self, path: str, schema: T.StructType) -> int:
+        from deltalake import DeltaTable
+
+        self._ensure(path, schema)
+        return int(DeltaTable(path).version())
+
+    def restore(self, path: str, version: int) -> None:
+        from deltalake import DeltaTable
+
+        table = DeltaTable(path)
+        if table.version() != version:
+            table.restore(version)
+
 
 class SparkDeltaWriter:
     """Delta Lake's own Spark writer; needs Delta's jars and SQL extension in the session."""
@@ -120,6 +143,19 @@ class SparkDeltaWriter:
     def append(self, path: str, df: DataFrame, schema: T.StructType) -> None:
         self._ensure(path, schema)
         df.write.format("delta").mode("append").save(path)
+
+    def prepare(self, path: str, schema: T.StructType) -> int:
+        from delta.tables import DeltaTable
+
+        self._ensure(path, schema)
+        return int(DeltaTable.forPath(self.spark, path).history(1).select("version").first()[0])
+
+    def restore(self, path: str, version: int) -> None:
+        from delta.tables import DeltaTable
+
+        table = DeltaTable.forPath(self.spark, path)
+        if int(table.history(1).select("version").first()[0]) != version:
+            table.restoreToVersion(version)
 
 
 def append_arrow(path: str, table: pa.Table, schema: T.StructType) -> None:
@@ -155,3 +191,66 @@ def check_writable(out: str) -> None:
         os.remove(probe)
     except OSError as exc:
         raise OutputError(f"output {out} is not writable: {exc.strerror or exc}") from exc
+
+
+def read_rows(spark: SparkSession, path: str, schema: T.StructType, cluster: str,
+              days: list[date] | None = None) -> DataFrame | None:
+    """One cluster's rows of the Delta table at ``path`` (only ``days``' partitions when
+    given), or None when there is no such table or no such rows.
+
+    With Delta's classes in the session this is Spark's Delta reader. Without them it asks
+    ``deltalake`` for the table's live files in those partitions and reads that Parquet
+    with Spark, so history is read by executors and never passes through the driver.
+    ``day`` is not returned.
+    """
+    from pyspark.sql import functions as F
+
+    data_fields = [f for f in schema.fields if f.name not in PARTITION_COLUMNS]
+    if has_delta_classes(spark):
+        from delta.tables import DeltaTable as SparkDeltaTable
+
+        if not SparkDeltaTable.isDeltaTable(spark, path):
+            return None
+        df = spark.read.format("delta").load(path).filter(F.col("cluster") == cluster)
+        if days is not None:
+            df = df.filter(F.col("day").isin(*days))
+        return df.select(*[f.name for f in data_fields], "cluster")
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(path):
+        return None
+    filters: list[tuple[str, str, object]] = [("cluster", "=", cluster)]
+    if days is not None:
+        if not days:
+            return None
+        filters.append(("day", "in", [d.isoformat() for d in days]))
+    files = DeltaTable(path).file_uris(partition_filters=filters)
+    if not files:
+        return None
+    return spark.read.schema(T.StructType(data_fields)).parquet(*files).withColumn("cluster", F.lit(cluster))
+
+
+def read_history(spark: SparkSession, out: str, cluster: str, run_id: str) -> History | None:
+    """What OUT holds about ``cluster`` from other runs that SUCCEEDED (SPEC 5, over time),
+    or None when there is none."""
+    from pyspark.sql import functions as F
+
+    from auditor.overtime import History
+    from auditor.schemas import OUTPUT_TABLES
+
+    runs = read_rows(spark, table_path(out, "runs"), OUTPUT_TABLES["runs"], cluster)
+    if runs is None:
+        return None
+    ok = (runs.filter((F.col("status") == "SUCCEEDED") & (F.col("run_id") != run_id))
+          .groupBy("run_id").agg(F.max("started_at").alias("started_at")))
+    ps = read_rows(spark, table_path(out, "partition_status"), OUTPUT_TABLES["partition_status"], cluster)
+    if ps is None:
+        return None
+    observations = ps.join(F.broadcast(ok), "run_id").select(
+        "run_id", "snapshot", "topic", "partition", "leader", "leader_epoch", "max_high_watermark", "started_at")
+
+    def load(name: str, days: list[date]) -> DataFrame | None:
+        df = read_rows(spark, table_path(out, name), OUTPUT_TABLES[name], cluster, days)
+        return None if df is None else df.join(F.broadcast(ok.select("run_id")), "run_id", "left_semi")
+
+    return History(observations, load)

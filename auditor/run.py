@@ -1,8 +1,9 @@
 """One audit run: parse, compute, write the Delta tables, summarise, decide the exit status.
 
 Every output is computed and materialised before the first table is written, so a run
-that fails while computing leaves OUT untouched; the SUCCEEDED ``runs`` row is written
-last, so readers never count a half-written run.
+that fails while computing leaves OUT untouched; a run that fails while writing restores
+every table it touched to its version before the run; the SUCCEEDED ``runs`` row is
+written last, so readers never count a half-written run.
 """
 
 from __future__ import annotations
@@ -74,13 +75,15 @@ def run_audit(
     io.check_writable(out)
     protocol = config.effective_protocol
     writer = io.choose_writer(spark)
+    written: list[tuple[str, int]] = []  # (table path, version before this run wrote it)
     try:
         progress(f"reading and parsing the input under {snapshot_path}")
         snap = load_snapshot(spark, snapshot_path, format=config.format, snapshot=snapshot_label,
                              default_snapshot=started)
         progress(f"{snap.files_read} input files parsed ({sum(snap.files_skipped.values())} skipped); auditing")
+        history = io.read_history(spark, out, config.cluster, run_id)
         tables = audit(snap, protocol, run_id=run_id, cluster=config.cluster, audit_time=started,
-                       config=config)
+                       config=config, history=history)
         materialised = {}
         for name, df in tables.items():
             progress(f"computing {name}")
@@ -88,13 +91,18 @@ def run_audit(
         counts = _counts(snap, materialised)
         for name, df in materialised.items():
             progress(f"writing {name}")
-            writer.replace_run(io.table_path(out, name), df, schemas.OUTPUT_TABLES[name], run_id)
+            path = io.table_path(out, name)
+            written.append((path, writer.prepare(path, schemas.OUTPUT_TABLES[name])))
+            writer.replace_run(path, df, schemas.OUTPUT_TABLES[name], run_id)
         finished = datetime.now(timezone.utc)
         progress("writing runs")
-        writer.replace_run(io.table_path(out, "runs"), _runs_row(
+        runs_path = io.table_path(out, "runs")
+        written.append((runs_path, writer.prepare(runs_path, schemas.RUNS)))
+        writer.replace_run(runs_path, _runs_row(
             spark, run_id, config, started, finished, "SUCCEEDED", snapshot_path, protocol,
             writer.name, counts), schemas.RUNS, run_id)
-    except Exception:  # AuditorError included: record the failed run, then re-raise
+    except Exception:  # AuditorError included: undo what was written, record the failure, re-raise
+        _roll_back(writer, written)
         _record_failure(spark, writer, out, run_id, config, started, snapshot_path, protocol)
         raise
     by_check, failing = _finding_summary(materialised["findings"], config.fail_on)
@@ -165,6 +173,17 @@ def _runs_row(spark: SparkSession, run_id: str, config: Config, started: datetim
     row = (run_id, config.cluster, started, finished, status, input_path, config.format, protocol,
            writer, __version__, spark.version, json.dumps(counts, sort_keys=True), started.date())
     return spark.createDataFrame([row], schemas.RUNS)
+
+
+def _roll_back(writer: io.TableWriter, written: list[tuple[str, int]]) -> None:
+    """Restore every table this run started writing to its version before the run, so a
+    run that fails halfway leaves every earlier row (its own run id's included) as it was.
+    Assumes one run at a time per OUT (a scheduler's max_active_runs = 1)."""
+    for path, version in reversed(written):
+        try:
+            writer.restore(path, version)
+        except Exception as exc:  # keep going: restore what can be restored
+            logger.error("could not restore %s to version %d: %s", path, version, exc)
 
 
 def _record_failure(spark: SparkSession, writer: io.TableWriter, out: str, run_id: str,

@@ -36,7 +36,8 @@ FINDINGS = StructType([
     _f("replica", I), _f("leader", I), _f("check", S, False), _f("severity", S, False),
     _f("offset_start", L), _f("offset_end", L), _f("epoch", I),
     _f("message", S, False), _f("details", S, False),
-    _f("suppressed", B, False), _f("day", D, False),
+    _f("suppressed", B, False), _f("finding_id", S, False), _f("first_seen", T, False),
+    _f("day", D, False),
 ])
 
 REPLICA_STATUS = StructType([

@@ -110,3 +110,60 @@ def test_rerun_replaces_own_rows_and_failure_keeps_history(spark, demo_run, monk
         ("run-1", "FAILED"), ("run-1", "SUCCEEDED"), ("run-2", "SUCCEEDED")]
     assert {t: len(rows(out, t)) for t in OUTPUT_TABLES if t != "runs"} == {
         t: n for t, n in after.items() if t != "runs"}
+
+
+def test_dashboard_sql_runs_on_the_written_tables(demo_run) -> None:  # type: ignore[no-untyped-def]
+    """Every query of docs/dashboard.sql runs (DuckDB over the Delta tables) and answers."""
+    import re
+
+    import duckdb
+
+    _, out, _ = demo_run
+    con = duckdb.connect()
+    for name in OUTPUT_TABLES:
+        con.register(name, DeltaTable(str(out / name)).to_pyarrow_table())
+    text = (Path(__file__).parent.parent / "docs" / "dashboard.sql").read_text()
+    answers = {}
+    for block in re.split(r"^-- name: ", text, flags=re.M)[1:]:
+        name, query = block.split("\n", 1)
+        answers[name.strip()] = con.sql(query).to_arrow_table().to_pylist()
+    assert set(answers) == {"latest_successful_run", "open_findings_by_severity", "partitions_with_divergence",
+                            "hwm_over_time", "findings_first_seen"}
+    assert [r["cluster"] for r in answers["latest_successful_run"]] == ["demo"]
+    by_sev = {r["severity"]: r["findings"] for r in answers["open_findings_by_severity"]}
+    findings = [r for r in rows(out, "findings") if r["run_id"] == answers["latest_successful_run"][0]["run_id"]]
+    assert sum(by_sev.values()) == len([f for f in findings if not f["suppressed"]]) > 0
+    assert {(r["topic"], r["partition"], r["replica"]) for r in answers["partitions_with_divergence"]} >= {("orders", 2, 1)}
+    assert answers["hwm_over_time"] and answers["findings_first_seen"]
+
+
+def test_scheduler_example_is_valid_python() -> None:
+    source = (Path(__file__).parent.parent / "docs" / "airflow_audit_dag.py").read_text()
+    compile(source, "airflow_audit_dag.py", "exec")
+    assert "jobs/audit.py" in source and "--fail-on critical" in source
+
+
+def test_run_failing_halfway_through_writing_is_rolled_back(spark, demo_run, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    snap, out, _ = demo_run
+    before = {t: sorted(map(str, rows(out, t))) for t in OUTPUT_TABLES}
+    real = run_module.io.choose_writer
+
+    def flaky_writer(s):  # type: ignore[no-untyped-def]
+        w = real(s)
+        original = w.replace_run
+
+        def replace_run(path, df, schema, run_id):  # type: ignore[no-untyped-def]
+            if path.endswith("partition_status"):  # after parse_errors, epoch_lineage, replica_status
+                raise OSError("connection reset while writing")
+            return original(path, df, schema, run_id)
+
+        w.replace_run = replace_run
+        return w
+
+    monkeypatch.setattr(run_module.io, "choose_writer", flaky_writer)
+    with pytest.raises(OSError):
+        run_audit(spark, str(snap), str(out), Config(cluster="demo"), run_id="run-1")
+    after = {t: sorted(map(str, rows(out, t))) for t in OUTPUT_TABLES}
+    assert {t: v for t, v in after.items() if t != "runs"} == {t: v for t, v in before.items() if t != "runs"}
+    new_runs = [r for r in rows(out, "runs") if str(r) not in before["runs"]]
+    assert [(r["run_id"], r["status"]) for r in new_runs] == [("run-1", "FAILED")]
