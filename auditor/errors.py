@@ -23,3 +23,7 @@ class InputError(AuditorError):
 
 class OutputError(AuditorError):
     """The output location cannot be written."""
+
+
+class InconsistentResultError(AuditorError):
+    """A computed table read back differently than it was written (exit 2; re-run)."""

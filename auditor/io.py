@@ -78,6 +78,9 @@ class DeltaRsWriter:
 
     name = "deltalake"
 
+    def __init__(self) -> None:
+        self.rows_written: dict[str, int] = {}
+
     def _arrow(self, df: DataFrame, schema: T.StructType) -> pa.Table:
         target = arrow_schema(schema)
         table = df.toArrow()
@@ -99,6 +102,7 @@ class DeltaRsWriter:
         self._ensure(path, schema)
         write_deltalake(path, data, mode="overwrite", predicate=run_predicate(run_id),
                         partition_by=list(PARTITION_COLUMNS))
+        self.rows_written[path] = data.num_rows
 
     def append(self, path: str, df: DataFrame, schema: T.StructType) -> None:
         from deltalake import write_deltalake

@@ -26,6 +26,7 @@ from auditor import __version__, io, schemas
 from auditor.checks import SEVERITY_RANK
 from auditor.config import Config, validate_run_id
 from auditor.engine import audit
+from auditor.errors import InconsistentResultError
 from auditor.findings import severity_rank
 from auditor.snapshot import Snapshot, load_snapshot
 
@@ -89,6 +90,10 @@ def run_audit(
             progress(f"computing {name}")
             materialised[name] = df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
         counts = _counts(snap, materialised)
+        # the findings summary is taken before and after writing, and compared with what the
+        # writer wrote: a result that changes on re-reading fails the run instead of paging
+        # (or not paging) from numbers the tables do not hold (design.md, known open points)
+        summary_before = _finding_summary(materialised["findings"], config.fail_on)
         for name, df in materialised.items():
             progress(f"writing {name}")
             path = io.table_path(out, name)
@@ -101,11 +106,13 @@ def run_audit(
         writer.replace_run(runs_path, _runs_row(
             spark, run_id, config, started, finished, "SUCCEEDED", snapshot_path, protocol,
             writer.name, counts), schemas.RUNS, run_id)
+        by_check, failing = _finding_summary(materialised["findings"], config.fail_on)
+        check_consistent(summary_before, (by_check, failing),
+                         getattr(writer, "rows_written", {}).get(io.table_path(out, "findings")))
     except Exception:  # AuditorError included: undo what was written, record the failure, re-raise
         _roll_back(writer, written)
         _record_failure(spark, writer, out, run_id, config, started, snapshot_path, protocol)
         raise
-    by_check, failing = _finding_summary(materialised["findings"], config.fail_on)
     return RunResult(
         run_id=run_id, out=out, writer=writer.name, counts=counts, findings_by_check=by_check,
         worst_partitions=_worst_partitions(materialised["partition_status"]),
@@ -173,6 +180,17 @@ def _runs_row(spark: SparkSession, run_id: str, config: Config, started: datetim
     row = (run_id, config.cluster, started, finished, status, input_path, config.format, protocol,
            writer, __version__, spark.version, json.dumps(counts, sort_keys=True), started.date())
     return spark.createDataFrame([row], schemas.RUNS)
+
+
+def check_consistent(before: tuple[list[tuple[str, str, int, int]], int],
+                     after: tuple[list[tuple[str, str, int, int]], int], rows_written: int | None) -> None:
+    """Raise :class:`InconsistentResultError` unless the findings summary taken before the
+    writes equals the one taken after, and the writer wrote as many findings as it counts."""
+    total = sum(n for _, _, n, _ in after[0])
+    if after != before or rows_written not in (None, total):
+        raise InconsistentResultError(
+            f"findings changed while the run was writing them (before: {before[0]}; after: {after[0]}; "
+            f"rows written: {rows_written}); the run was rolled back, re-run it")
 
 
 def _roll_back(writer: io.TableWriter, written: list[tuple[str, int]]) -> None:

@@ -167,3 +167,16 @@ def test_run_failing_halfway_through_writing_is_rolled_back(spark, demo_run, mon
     assert {t: v for t, v in after.items() if t != "runs"} == {t: v for t, v in before.items() if t != "runs"}
     new_runs = [r for r in rows(out, "runs") if str(r) not in before["runs"]]
     assert [(r["run_id"], r["status"]) for r in new_runs] == [("run-1", "FAILED")]
+
+
+def test_consistency_guard() -> None:
+    from auditor.errors import InconsistentResultError
+    from auditor.run import check_consistent
+
+    summary = ([("DIVERGENT_SUFFIX", "WARNING", 2, 0), ("HWM_ABOVE_LEO", "ERROR", 1, 0)], 0)
+    check_consistent(summary, summary, 3)
+    check_consistent(summary, summary, None)  # Spark's Delta writer does not count rows
+    with pytest.raises(InconsistentResultError, match="re-run"):
+        check_consistent(summary, ([("HWM_ABOVE_LEO", "ERROR", 1, 0)], 0), 1)
+    with pytest.raises(InconsistentResultError):
+        check_consistent(summary, summary, 2)
