@@ -14,6 +14,7 @@ import click
 
 from auditor.checks import FAIL_ON_CHOICES, FORMATS, PROTOCOLS
 from auditor.errors import AuditorError, InputError
+from auditor.kafka_text import DEFAULT_STYLE, DUMP_STYLES
 from auditor.simulator.history import FAULTS
 
 logger = logging.getLogger("auditor")
@@ -76,8 +77,8 @@ def audit_command(**kwargs: Any) -> None:
 @click.option("--seed", default=1, show_default=True, type=int, help="Random seed: same seed, same snapshot.")
 @click.option("--replication-factor", default=3, show_default=True, type=click.IntRange(1))
 @click.option("--min-isr", default=2, show_default=True, type=click.IntRange(1), help="min.insync.replicas.")
-@click.option("--kafka-version", "dump_style", default="3.3", show_default=True,
-              type=click.Choice(["1.0", "2.1", "2.2", "2.8", "3.0", "3.2", "3.3"]),
+@click.option("--kafka-version", "dump_style", default=DEFAULT_STYLE, show_default=True,
+              type=click.Choice(list(DUMP_STYLES)),
               help="Print dumps as this Kafka release's kafka-dump-log.sh does.")
 @click.option("--records", is_flag=True, help="Also print record lines (--deep-iteration; 2.2+ styles).")
 @click.option("--segment-batches", default=500, show_default=True, type=click.IntRange(1),

@@ -1,32 +1,28 @@
-"""Write Kafka's own text formats: ``kafka-dump-log.sh`` output (3.3+ style), checkpoint
-files and ``kafka-topics.sh --describe`` (KAFKA-FORMATS sections 1 to 3).
+"""Write Kafka's own text formats: ``kafka-dump-log.sh`` output (batch lines of eras D to I,
+record lines of eras E to I), checkpoint files and ``kafka-topics.sh --describe``
+(KAFKA-FORMATS sections 1 to 3).
 
-Used to generate demo and test snapshots; the parsers never import it.
+Used by ``auditor simulate`` and the tests' snapshots; the parsers never import it.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class Batch:
-    """One record batch as a dump prints it."""
+    """One record batch as a dump prints it (uncompressed, non-transactional, no producer id)."""
 
     base_offset: int
     last_offset: int
     epoch: int
     crc: int
     timestamp: int = 1_700_000_000_000
-    producer_id: int = -1
-    producer_epoch: int = -1
-    base_sequence: int = -1
-    transactional: bool = False
-    control: bool = False
-    codec: str = "none"
     valid: bool = True
+    bytes_per_record: int = 10
 
     @property
     def count(self) -> int:
@@ -35,8 +31,8 @@ class Batch:
 
     @property
     def size(self) -> int:
-        """Bytes on disk (a plausible value: 61 bytes of header plus 10 per record)."""
-        return 61 + 10 * self.count
+        """Bytes on disk (a plausible value: 61 bytes of header plus a fixed size per record)."""
+        return 61 + self.bytes_per_record * self.count
 
 
 def content_crc(*parts: object) -> int:
@@ -49,31 +45,90 @@ def segment_file_name(base_offset: int) -> str:
     return f"{base_offset:020d}.log"
 
 
-def batch_line(b: Batch, position: int) -> str:
-    """A v2 batch line exactly as Kafka 3.3 to 4.x prints it."""
-    last_seq = -1 if b.base_sequence < 0 else b.base_sequence + b.count - 1
-    return (
-        f"baseOffset: {b.base_offset} lastOffset: {b.last_offset} count: {b.count} "
-        f"baseSequence: {b.base_sequence} lastSequence: {last_seq} producerId: {b.producer_id} "
-        f"producerEpoch: {b.producer_epoch} partitionLeaderEpoch: {b.epoch} "
-        f"isTransactional: {str(b.transactional).lower()} isControl: {str(b.control).lower()} "
-        f"deleteHorizonMs: OptionalLong.empty position: {position} CreateTime: {b.timestamp} "
-        f"size: {b.size} magic: 2 compresscodec: {b.codec} crc: {b.crc} isvalid: {str(b.valid).lower()}"
-    )
+# release name -> era (KAFKA-FORMATS 1.4)
+DUMP_STYLES = {"1.0": "D0", "2.1": "D", "2.2": "E", "2.8": "F", "3.0": "G", "3.2": "H", "3.3": "I"}
+DEFAULT_STYLE = "3.3"
+
+
+@dataclass(frozen=True)
+class DumpStyle:
+    """How one Kafka release prints a v2 batch (uncompressed, non-transactional)."""
+
+    version: str = DEFAULT_STYLE
+
+    def __post_init__(self) -> None:
+        if self.version not in DUMP_STYLES:
+            raise ValueError(f"unknown dump style {self.version!r}; one of {', '.join(DUMP_STYLES)}")
+
+    @property
+    def era(self) -> str:
+        return DUMP_STYLES[self.version]
+
+    @property
+    def prints_records(self) -> bool:
+        """Whether ``--deep-iteration`` keeps the batch line (2.2+; before, records replace it)."""
+        return self.era not in ("D0", "D")
+
+    def header(self, segment_base: int) -> str:
+        label = "Log starting offset" if self.era == "I" else "Starting offset"
+        return f"{label}: {segment_base}"
+
+    def batch_line(self, base: int, last: int, epoch: int, crc: int, position: int, timestamp: int,
+                   size: int, valid: bool) -> str:
+        era, count = self.era, last - base + 1
+        codec = "none" if era in ("G", "H", "I") else "NONE"
+        head = f"baseOffset: {base} lastOffset: {last} "
+        if era != "D0":
+            head += f"count: {count} "
+        head += ("baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 "
+                 f"partitionLeaderEpoch: {epoch} isTransactional: false")
+        if era != "D0":
+            head += " isControl: false"
+        if era in ("H", "I"):
+            head += " deleteHorizonMs: OptionalLong.empty"
+        v = str(valid).lower()
+        if era in ("D0", "D"):
+            return (f"{head} position: {position} CreateTime: {timestamp} isvalid: {v} size: {size} "
+                    f"magic: 2 compresscodec: {codec} crc: {crc}")
+        return (f"{head} position: {position} CreateTime: {timestamp} size: {size} magic: 2 "
+                f"compresscodec: {codec} crc: {crc} isvalid: {v}")
+
+    def record_line(self, offset: int, base: int, last: int, epoch: int, position: int, timestamp: int,
+                    size: int) -> str:
+        era = self.era
+        if era == "E":
+            return f"| offset: {offset} CreateTime: {timestamp} keysize: -1 valuesize: 8 sequence: -1 headerKeys: []"
+        if era == "F":
+            return (f"| offset: {offset} isValid: true crc: null keySize: -1 valueSize: 8 CreateTime: {timestamp} "
+                    f"baseOffset: {base} lastOffset: {last} baseSequence: -1 lastSequence: -1 producerEpoch: -1 "
+                    f"partitionLeaderEpoch: {epoch} batchSize: {size} magic: 2 compressType: NONE "
+                    f"position: {position} sequence: -1 headerKeys: []")
+        return f"| offset: {offset} CreateTime: {timestamp} keySize: -1 valueSize: 8 sequence: -1 headerKeys: []"
+
+
+def dump_lines(log_dir: str, topic: str, partition: int, segment_base: int, batches: Iterable[Batch],
+               invalid_bytes: int = 0, style: DumpStyle = DumpStyle(), records: bool = False) -> Iterator[str]:
+    """The lines (with newlines) ``kafka-dump-log.sh --files <segment>`` prints for one
+    segment, in ``style``; ``records`` adds the ``--deep-iteration`` record lines."""
+    yield f"Dumping {log_dir}/{topic}-{partition}/{segment_file_name(segment_base)}\n"
+    yield style.header(segment_base) + "\n"
+    position = 0
+    for b in batches:
+        yield style.batch_line(b.base_offset, b.last_offset, b.epoch, b.crc, position, b.timestamp, b.size,
+                               b.valid) + "\n"
+        if records:
+            for o in range(b.base_offset, b.last_offset + 1):
+                yield style.record_line(o, b.base_offset, b.last_offset, b.epoch, position, b.timestamp,
+                                        b.size) + "\n"
+        position += b.size
+    if invalid_bytes:
+        yield f"Found {invalid_bytes} invalid bytes at the end of {segment_file_name(segment_base)}\n"
 
 
 def dump_segment(log_dir: str, topic: str, partition: int, segment_base: int,
                  batches: Iterable[Batch], invalid_bytes: int = 0) -> str:
     """The text ``kafka-dump-log.sh --files <segment>`` prints for one segment (3.3+)."""
-    lines = [f"Dumping {log_dir}/{topic}-{partition}/{segment_file_name(segment_base)}",
-             f"Log starting offset: {segment_base}"]
-    position = 0
-    for b in batches:
-        lines.append(batch_line(b, position))
-        position += b.size
-    if invalid_bytes:
-        lines.append(f"Found {invalid_bytes} invalid bytes at the end of {segment_file_name(segment_base)}")
-    return "\n".join(lines) + "\n"
+    return "".join(dump_lines(log_dir, topic, partition, segment_base, batches, invalid_bytes))
 
 
 def checkpoint_text(entries: Iterable[tuple[object, ...]]) -> str:
@@ -93,17 +148,26 @@ class PartitionMeta:
     elr: tuple[int, ...] = ()
 
 
+def describe_topic_line(topic: str, configs: dict[str, str], partition_count: int, replication_factor: int) -> str:
+    """The ``Topic:`` line of ``kafka-topics.sh --describe`` (3.7+), with its newline."""
+    cfg = ",".join(f"{k}={v}" for k, v in configs.items())
+    topic_id = f"{content_crc(topic):08x}AAAAAAAAAAAAAA"[:22]
+    return (f"Topic: {topic}\tTopicId: {topic_id}\tPartitionCount: {partition_count}\t"
+            f"ReplicationFactor: {replication_factor}\tConfigs: {cfg}\n")
+
+
+def describe_partition_line(topic: str, p: PartitionMeta) -> str:
+    """One partition line of ``kafka-topics.sh --describe`` (3.7+, with ``Elr:``), with its newline."""
+    leader = "none" if p.leader is None else str(p.leader)
+    return (f"\tTopic: {topic}\tPartition: {p.partition}\tLeader: {leader}\t"
+            f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}\t"
+            f"Elr: {','.join(map(str, p.elr))}\tLastKnownElr: \n")
+
+
 def describe_text(topics: dict[str, tuple[dict[str, str], list[PartitionMeta]]]) -> str:
     """``kafka-topics.sh --describe`` output of Kafka 3.7+ (with ``Elr:`` fields)."""
     out = []
     for topic, (configs, parts) in topics.items():
-        cfg = ",".join(f"{k}={v}" for k, v in configs.items())
-        topic_id = f"{content_crc(topic):08x}AAAAAAAAAAAAAA"[:22]
-        out.append(f"Topic: {topic}\tTopicId: {topic_id}\tPartitionCount: {len(parts)}\t"
-                   f"ReplicationFactor: {len(parts[0].replicas) if parts else 0}\tConfigs: {cfg}")
-        for p in parts:
-            leader = "none" if p.leader is None else str(p.leader)
-            out.append(f"\tTopic: {topic}\tPartition: {p.partition}\tLeader: {leader}\t"
-                       f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}\t"
-                       f"Elr: {','.join(map(str, p.elr))}\tLastKnownElr: ")
-    return "\n".join(out) + "\n"
+        out.append(describe_topic_line(topic, configs, len(parts), len(parts[0].replicas) if parts else 0))
+        out.extend(describe_partition_line(topic, p) for p in parts)
+    return "".join(out)

@@ -22,13 +22,23 @@ from pathlib import Path
 from typing import IO
 
 from auditor.errors import InputError
+from auditor.kafka_text import (
+    DEFAULT_STYLE,
+    Batch,
+    DumpStyle,
+    PartitionMeta,
+    checkpoint_text,
+    describe_partition_line,
+    describe_topic_line,
+    dump_lines,
+    segment_file_name,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 from auditor.simulator.history import FAULTS, PartitionHistory, simulate_partition
-from auditor.simulator.text import DEFAULT_STYLE, DumpStyle
 from auditor.simulator.truth import checkpoint_entries, partition_truth
 
 LOG_DIR = "/var/lib/kafka/data"
@@ -167,15 +177,11 @@ class _Writer:
         self.bytes += len(text)
 
     def topic(self, name: str, partitions: int, rf: int, configs: dict[str, str]) -> None:
-        cfg = ",".join(f"{k}={v}" for k, v in configs.items())
-        topic_id = f"{zlib.crc32(name.encode()):08x}" + "AbCdEfGhIjKlMn"
-        self.describe.write(f"Topic: {name}\tTopicId: {topic_id}\tPartitionCount: {partitions}\t"
-                            f"ReplicationFactor: {rf}\tConfigs: {cfg}\n")
+        self.describe.write(describe_topic_line(name, configs, partitions, rf))
 
     def partition(self, h: PartitionHistory) -> None:
-        isr = ",".join(str(b) for b in h.isr)
-        self.describe.write(f"\tTopic: {h.topic}\tPartition: {h.partition}\tLeader: {h.leader}\t"
-                            f"Replicas: {','.join(map(str, h.assignment))}\tIsr: {isr}\tElr: \tLastKnownElr: \n")
+        self.describe.write(describe_partition_line(
+            h.topic, PartitionMeta(h.partition, h.leader, tuple(h.assignment), tuple(h.isr))))
         for broker in h.assignment:
             r = h.replicas[broker]
             folder = self.root / f"broker={broker}" / "data" / f"{h.topic}-{h.partition}"
@@ -183,8 +189,7 @@ class _Writer:
             self._dump(folder, h, broker)
             entries = checkpoint_entries(r)
             if entries is not None:
-                body = "\n".join(["0", str(len(entries)), *(f"{e} {s}" for e, s in entries)]) + "\n"
-                self._write(folder / "leader-epoch-checkpoint", body)
+                self._write(folder / "leader-epoch-checkpoint", checkpoint_text(entries))
             self._write(folder / "partition.metadata", "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA")
             self.hwm_parts[broker].write(f"{h.topic} {h.partition} {r.hwm}\n")
             self.hwm_counts[broker] += 1
@@ -195,41 +200,30 @@ class _Writer:
             self.followers.write(json.dumps(f.as_json()) + "\n")
         self.claims_seen.update(c.check for c in claims)
 
-    def _segments(self, h: PartitionHistory, broker: int) -> Iterator[tuple[int, list[tuple[int, int, int, int]]]]:
-        batch: list[tuple[int, int, int, int]] = []
-        for b in h.replicas[broker].log.batches():
-            batch.append((b.base, b.last, b.epoch, b.tag))
+    def _segments(self, h: PartitionHistory, broker: int) -> Iterator[tuple[int, list[Batch]]]:
+        """The replica's batches as dump batches, ``segment_batches`` per segment."""
+        r = h.replicas[broker]
+        batch: list[Batch] = []
+        for b in r.log.batches():
+            crc = zlib.crc32(f"{h.topic}/{h.partition}/{b.tag}/{b.base}".encode()) & 0xFFFFFFFF
+            batch.append(Batch(b.base, b.last, b.epoch, crc, timestamp=BASE_TIMESTAMP + b.base * 3,
+                               valid=b.base not in r.corrupt, bytes_per_record=18))
             if len(batch) == self.segment_batches:
-                yield batch[0][0], batch
+                yield batch[0].base_offset, batch
                 batch = []
-        if batch or not h.replicas[broker].log.runs:
-            yield (batch[0][0] if batch else h.replicas[broker].log.leo), batch
+        if batch or not r.log.runs:
+            yield (batch[0].base_offset if batch else r.log.leo), batch
 
     def _dump(self, folder: Path, h: PartitionHistory, broker: int) -> None:
         r = h.replicas[broker]
         newest = max(0, -(-r.log.batch_count // self.segment_batches) - 1)
         for i, (seg_base, batches) in enumerate(self._segments(h, broker)):
-            name = f"{seg_base:020d}.log"
-            path = folder / f"{name}.txt"
-            with open(path, "w", encoding="utf-8", buffering=1 << 20) as out:
-                written = out.write(f"Dumping {LOG_DIR}/{h.topic}-{h.partition}/{name}\n")
-                written += out.write(self.style.header(seg_base) + "\n")
-                position = 0
-                for base, last, epoch, tag in batches:
-                    crc = zlib.crc32(f"{h.topic}/{h.partition}/{tag}/{base}".encode()) & 0xFFFFFFFF
-                    count = last - base + 1
-                    size = 61 + 18 * count
-                    ts = BASE_TIMESTAMP + base * 3
-                    written += out.write(self.style.batch_line(base, last, epoch, crc, position, ts, size,
-                                                               base not in r.corrupt) + "\n")
-                    if self.records:
-                        for o in range(base, last + 1):
-                            written += out.write(self.style.record_line(o, base, last, epoch, position, ts, size) + "\n")
-                    position += size
-                if r.torn_bytes and i == newest:
-                    written += out.write(f"Found {r.torn_bytes} invalid bytes at the end of {name}\n")
+            lines = dump_lines(LOG_DIR, h.topic, h.partition, seg_base, batches,
+                               invalid_bytes=r.torn_bytes if i == newest else 0, style=self.style,
+                               records=self.records)
+            with open(folder / f"{segment_file_name(seg_base)}.txt", "w", encoding="utf-8", buffering=1 << 20) as out:
+                self.bytes += sum(out.write(line) for line in lines)
             self.summary_files += 1
-            self.bytes += written
             self.batches += len(batches)
 
     def close(self, seed: int, plan: list[dict[str, object]]) -> None:
@@ -318,11 +312,3 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
     summary.expected_findings = writer.claims_seen
     summary.seconds = time.monotonic() - started
     return summary
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m auditor.simulator SNAPSHOT``: the same as ``auditor simulate``."""
-    from auditor.cli import main as cli
-
-    cli(["simulate", *(sys.argv[1:] if argv is None else argv)])
-    return 0

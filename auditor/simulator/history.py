@@ -81,7 +81,6 @@ class PartitionHistory:
         self.tag += 1
         run = r.log.append(batches, size, self.epoch if epoch is None else epoch, self.tag)
         r.cache.assign(run.epoch, run.base)
-        self.view[r.broker] = r.log.leo if r.broker == self.leader else self.view.get(r.broker)
         self._advance_hwm()
 
     def truncate_follower(self, f: Replica) -> Truncation:
@@ -134,8 +133,7 @@ class PartitionHistory:
         new.needs_truncation = False
         for b in self.followers(fetching_only=False):
             self.replicas[b].needs_truncation = True
-        self.view = {b: None for b in self.assignment}
-        self.view[broker] = new.log.leo
+        self.view = {b: None for b in self.assignment}  # followers must fetch in the new epoch
         if not clean:
             self.isr = [broker]
         elif broker not in self.isr:
@@ -214,17 +212,21 @@ class PartitionHistory:
             self.fetch(f, 10**9)
         return True
 
-    def _stopped_follower(self) -> bool:
+    def _stop_a_follower(self) -> int | None:
+        """A follower stops fetching and drops out of the ISR while the others go on; returns it."""
         followers = self.followers()
         if not followers:
-            return False
+            return None
         f = self.rng.choice(followers)
         self.replicas[f].frozen = True
         self.shrink(f)
         self.produce(self.rng.randint(1, 4))
         for b in self.followers():
             self.fetch(b, 10**9)
-        return True
+        return f
+
+    def _stopped_follower(self) -> bool:
+        return self._stop_a_follower() is not None
 
     def _zombie_leader(self) -> bool:
         if not self._ensure_two_epochs():
@@ -243,7 +245,7 @@ class PartitionHistory:
 
     def _fast_failover(self) -> bool:
         a = self.leader
-        cands = [b for b in self.clean_candidates()]
+        cands = self.clean_candidates()
         if not cands:
             return False
         b = self.rng.choice(cands)
@@ -258,15 +260,9 @@ class PartitionHistory:
         return True
 
     def _unclean_election(self) -> bool:
-        followers = self.followers()
-        if not followers:
+        x = self._stop_a_follower()
+        if x is None:
             return False
-        x = self.rng.choice(followers)
-        self.replicas[x].frozen = True          # x stops fetching and drops out of the ISR
-        self.shrink(x)
-        self.produce(self.rng.randint(1, 4))
-        for b in self.followers():
-            self.fetch(b, 10**9)
         old = self.leader
         # the leader and the ISR go down; x is the only live replica and unclean election is on
         for b in self.assignment:
@@ -274,7 +270,6 @@ class PartitionHistory:
                 self.replicas[b].frozen = True
         self.replicas[x].frozen = False
         self.elect(x, clean=False)
-        self.replicas[x].frozen = False
         self.produce(self.rng.randint(1, 3))
         # the others come back as followers; the snapshot is taken before the old leader fetches
         for b in self.assignment:
@@ -310,7 +305,7 @@ class PartitionHistory:
         if not bases:
             return False
         r.log.truncate(self.rng.choice(bases))
-        r.cache = r.cache.without_entries_above(10**18)  # the file keeps what was assigned
+        # the epoch checkpoint keeps what was assigned before the crash (entries may lie past the new end)
         r.frozen = True
         r.needs_truncation = True
         self.shrink(victim)
