@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from functools import reduce
 
 from pyspark import StorageLevel
@@ -92,16 +92,14 @@ def finding_id(cluster: str) -> Column:
     return F.sha2(F.concat_ws("|", *parts), 256)
 
 
-def with_identity(found: DataFrame, cluster: str, previous: DataFrame, history: History | None) -> DataFrame:
+def with_identity(found: DataFrame, cluster: str, previous: DataFrame, days: list[date],
+                  history: History | None) -> DataFrame:
     """Add ``finding_id`` and ``first_seen``: the earliest snapshot in which the finding was
-    seen, in this run or (carried forward) in P's run of the partition in OUT."""
+    seen, in this run or (carried forward) in P's run of the partition in OUT (``days``:
+    the days of those P observations)."""
     ided = found.withColumn("finding_id", finding_id(cluster)).withColumn(
         "first_seen", F.min("snapshot").over(Window.partitionBy("finding_id")))
-    if history is None:
-        return ided
-    days = sorted({r["d"] for r in previous.filter(F.col("p_from_out")).select(
-        F.to_date("p_snapshot").alias("d")).distinct().collect()})
-    earlier = history.load("findings", days) if days else None
+    earlier = history.load("findings", days) if history is not None and days else None
     if earlier is None:
         return ided
     p = previous.filter(F.col("p_from_out")).select(*PARTITION, "p_run_id", "p_snapshot")
@@ -162,7 +160,7 @@ def audit(
     scope = _cut(compaction_scope(facts, snapshot.topics, config.compacted_topics))
 
     log_lineage = _cut(lineage.log_lineage(batches))
-    over_time, previous = over_time_findings(facts, leaders, scope, log_lineage, snapshot.snapshots, history)
+    over_time = over_time_findings(facts, leaders, scope, log_lineage, snapshot.snapshots, history, _cut)
 
     pairs = _cut(build_pairs(facts, cache, scope))
     verdicts = _cut(follower_verdicts(pairs, batches, chosen))
@@ -180,11 +178,11 @@ def audit(
         findings.compacted_cache_disagreements(pairs, cache),
         isr_incomplete(facts, batches, scope),
         partition_findings(leaders, facts),
-        over_time,
+        over_time.findings,
     ])
     all_findings = _cut(with_identity(apply_policy(
         raw_findings.join(leaders.select(*PARTITION, "leader"), PARTITION, "left"), config),
-        cluster, previous, history))
+        cluster, over_time.previous, over_time.p_days, history))
 
     follower_rows = verdicts.select(
         *KEY, "divergence_offset", "truncation_offset", "truncation_rounds",

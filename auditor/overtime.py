@@ -92,14 +92,14 @@ def previous_observations(current: DataFrame, labels: list[datetime], history: H
         p.alias("_p"), F.max("c.max_high_watermark").alias("h_max")).select(*PARTITION, "_p.*", "h_max")
 
 
-def _p_days(prev: DataFrame) -> list[date]:
+def p_days(prev: DataFrame) -> list[date]:
     """The UTC days of the P observations read from OUT (a handful of values)."""
     rows = prev.filter(F.col("p_from_out")).select(F.to_date("p_snapshot").alias("d")).distinct().collect()
     return sorted(r["d"] for r in rows)
 
 
-def p_rows(prev: DataFrame, facts: DataFrame, log_lineage: DataFrame, history: History | None
-           ) -> tuple[DataFrame, DataFrame]:
+def p_rows(prev: DataFrame, facts: DataFrame, log_lineage: DataFrame, history: History | None,
+           days: list[date]) -> tuple[DataFrame, DataFrame]:
     """P's per-replica HWMs (``PARTITION, replica, p_hwm``) and P's leader's log lineage
     (``PARTITION, epoch, start_offset, end_offset``), keyed by the current observation."""
     own = prev.filter(~F.col("p_from_out"))
@@ -110,7 +110,6 @@ def p_rows(prev: DataFrame, facts: DataFrame, log_lineage: DataFrame, history: H
                                       "epoch", "start_offset", "end_offset"), ["p_snapshot", *TP, "p_leader"]
                    ).select(*PARTITION, "epoch", "start_offset", "end_offset")
     if history is not None:
-        days = _p_days(prev)
         out_p = prev.filter(F.col("p_from_out"))
         keys = ["p_run_id", "p_snapshot", *TP]
         rs = history.load("replica_status", days) if days else None
@@ -127,17 +126,32 @@ def p_rows(prev: DataFrame, facts: DataFrame, log_lineage: DataFrame, history: H
     return hwms, lin
 
 
+@dataclass(frozen=True)
+class OverTime:
+    """The over-time findings, each current observation's P (``previous_observations``,
+    materialised) and the days of the P observations read from OUT."""
+
+    findings: DataFrame
+    previous: DataFrame
+    p_days: list[date]
+
+
 def over_time_findings(facts: DataFrame, leaders: DataFrame, scope: DataFrame, log_lineage: DataFrame,
-                       labels: list[datetime], history: History | None) -> tuple[DataFrame, DataFrame]:
-    """The four over-time checks for every current observation that has a history, and
-    the P of each such observation (:func:`previous_observations`)."""
+                       labels: list[datetime], history: History | None,
+                       materialise: Callable[[DataFrame], DataFrame] = lambda df: df) -> OverTime:
+    """The four over-time checks for every current observation that has a history.
+
+    Args:
+        materialise: applied to P once (the engine cuts it: several queries read it).
+    """
     lead = facts.filter(F.col("role") == "leader").select(
         *PARTITION, F.col("replica").alias("leader"), F.col("latest_epoch").alias("leader_epoch"),
         F.col("high_watermark").alias("leader_hwm"), F.col("log_start_offset").alias("leader_lso"))
     current = leaders.select(*PARTITION, "leader").join(lead, [*PARTITION, "leader"], "left").join(
         scope.select(*PARTITION, F.col("hmax").alias("max_high_watermark"), "compacted"), PARTITION, "left")
-    prev = previous_observations(current, labels, history)
-    hwms, p_lineage = p_rows(prev, facts, log_lineage, history)
+    prev = materialise(previous_observations(current, labels, history))
+    days = p_days(prev) if history is not None else []
+    hwms, p_lineage = p_rows(prev, facts, log_lineage, history, days)
     obs = current.join(prev, PARTITION).join(
         hwms.withColumnRenamed("replica", "p_leader").withColumnRenamed("p_hwm", "p_leader_hwm"),
         [*PARTITION, "p_leader"], "left")
@@ -171,7 +185,7 @@ def over_time_findings(facts: DataFrame, leaders: DataFrame, scope: DataFrame, l
         F.struct("p_snapshot", "p_run_id", "p_hwm", "high_watermark"))
 
     lost = committed_offsets_lost(obs, p_lineage, log_lineage)
-    return reduce(DataFrame.unionByName, [regression, stale, follower, lost]), prev
+    return OverTime(reduce(DataFrame.unionByName, [regression, stale, follower, lost]), prev, days)
 
 
 def committed_offsets_lost(obs: DataFrame, p_lineage: DataFrame, log_lineage: DataFrame) -> DataFrame:
