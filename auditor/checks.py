@@ -43,3 +43,7 @@ DEFAULT_PROTOCOL: dict[str, str] = {"kafka": "epoch", "table": "raft"}
 
 #: Topics that are always compacted (SPEC 4.5).
 ALWAYS_COMPACTED: tuple[str, ...] = ("__consumer_offsets", "__transaction_state")
+
+#: A total order of one replica's batches: by offsets and epoch, then by CRC, then by the
+#: file and line that printed the batch, so windows never depend on how rows arrive.
+BATCH_ORDER = ("base_offset", "last_offset", "epoch", "crc", "file", "line_number")

@@ -72,15 +72,19 @@ def metadata_part(line: Column) -> Column:
 
 
 def line_kind(line: Column) -> Column:
-    """Classify a stripped line (see the module docstring for the kinds)."""
+    """Classify a stripped line (see the module docstring for the kinds).
+
+    The common kinds (v2 batch lines, record lines) are tested first with plain prefix
+    checks, so most lines never reach a regular expression.
+    """
     offset_line = line.rlike(rf"^offset: {INT} position: {INT}")
     return (
-        F.when(line == "", "blank")
+        F.when(line.startswith("baseOffset: "), "batch_v2")
+        .when(line.rlike(r"^\|\s*offset: "), "record")
+        .when(line == "", "blank")
         .when(line.rlike(r"^Dumping \S"), "header")
         .when(line.rlike(rf"^(Log s|S)tarting offset: {INT}$"), "segment_start")
         .when(line.rlike(r"^Found \d+ invalid bytes at the end of "), "invalid_bytes")
-        .when(line.startswith("baseOffset: "), "batch_v2")
-        .when(line.rlike(r"^\|\s*offset: "), "record")
         .when(line.rlike(r"^\|?\s*(key|payload): "), "record_content")
         .when(offset_line & line.rlike(r"\spayloadsize: "), "message_legacy")
         .when(offset_line & line.rlike(r"\skeysize: "), "record_deep")
@@ -93,26 +97,38 @@ def line_kind(line: Column) -> Column:
     )
 
 
-def field_text(meta: Column, name: str, pattern: str = r"\S+") -> Column:
-    """The text of ``name: value`` in ``meta``, or null when absent."""
-    value = F.regexp_extract(meta, rf"(?:^|\s){name}: ({pattern})(?=\s|$)", 1)
+def tokens(meta: Column) -> Column:
+    """The metadata part split at single spaces: ``name:`` tokens each followed by a value.
+
+    One split per line replaces a regular-expression search per field; compute it once
+    (as its own column) and read fields with :func:`field_text`.
+    """
+    return F.split(meta, " ")
+
+
+def field_text(toks: Column, name: str) -> Column:
+    """The value token after ``name:`` in ``toks`` (:func:`tokens`), or null when absent."""
+    at = F.array_position(toks, f"{name}:")
+    value = F.when(at > 0, F.try_element_at(toks, (at + 1).cast(IntegerType())))
     return F.when(value != "", value)
 
 
-def field_long(meta: Column, name: str) -> Column:
+def field_long(toks: Column, name: str) -> Column:
     """A numeric field as BIGINT (null when absent or not a number)."""
-    return field_text(meta, name, INT).try_cast(LongType())
+    return field_text(toks, name).try_cast(LongType())
 
 
-def field_int(meta: Column, name: str) -> Column:
+def field_int(toks: Column, name: str) -> Column:
     """A numeric field as INT (null when absent or not a number)."""
-    return field_text(meta, name, INT).try_cast(IntegerType())
+    return field_text(toks, name).try_cast(IntegerType())
 
 
-def field_bool(meta: Column, *names: str) -> Column:
-    """A ``true``/``false`` field, trying each spelling in ``names`` (e.g. isvalid/isValid)."""
-    values = [field_text(meta, n, "true|false") for n in names]
-    return F.coalesce(*values) == F.lit("true")
+def field_bool(toks: Column, *names: str) -> Column:
+    """A ``true``/``false`` field, trying each spelling in ``names`` (e.g. isvalid/isValid);
+    null when absent or neither ``true`` nor ``false``."""
+    values = [field_text(toks, n) for n in names]
+    value = F.coalesce(*[F.when(v.isin("true", "false"), v) for v in values])
+    return value == F.lit("true")
 
 
 def header_path(line: Column) -> Column:

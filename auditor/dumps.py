@@ -8,15 +8,15 @@ current batch) flows through :func:`auditor.lines.number_lines`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType
 
 from auditor import dump_grammar as g
 from auditor.lines import number_lines, position
+from auditor.materialise import materialise
 
 UNCOMPRESSED = ("none", "NONE", "NoCompressionCodec")
 REPLICA_KEY = ("snapshot", "broker", "topic", "partition")
@@ -29,98 +29,142 @@ class ParsedDumps:
     batches: DataFrame
     segments: DataFrame
     lines: DataFrame  # one row per line: file_id, line_number, disposition, error, shown
+    extra: dict[str, DataFrame] = field(default_factory=dict)  # frames stored in the same job
 
 
 def classify_dump_lines(raw: DataFrame) -> DataFrame:
     """Narrow pass over raw dump lines: kind, metadata fields, values to carry forward.
 
+    Only what later steps need leaves this pass: ``shown`` (the payload-free text that
+    ``parse_errors.line`` stores) is kept only for lines that may be quarantined on their
+    own; a well-formed batch line quarantined for its section's problem is shown from its
+    parsed fields (:func:`shown_from_fields`), so the text of healthy lines never travels.
+
     Args:
         raw: ``file_id, block_start, mono, text`` of dump files.
     """
+    kind = F.col("kind")
+    toks = F.col("toks")
+    data_kind = kind.isin(*g.BATCH_KINDS, *g.REBUILT_KINDS, *g.RECORD_KINDS)
+
+    def field(builder, name: str, *more: str) -> Column:  # type: ignore[no-untyped-def]
+        return F.when(data_kind, builder(toks, name, *more))
+
     return (
         raw.select("file_id", "block_start", "mono", g.stripped(F.col("text")).alias("t"))
         .withColumn("kind", g.line_kind(F.col("t")))
-        .withColumn("meta", g.metadata_part(F.col("t")))
+        .withColumn("meta", F.when(kind.isin("blank", "notice"), F.lit(None)).otherwise(g.metadata_part(F.col("t"))))
+        .withColumn("toks", F.when(data_kind, g.tokens(F.col("meta"))))
         .select(
-            "file_id", "block_start", "mono", "kind",
-            g.redacted(F.col("t"), F.col("kind")).alias("shown"),
+            "file_id", "block_start", "mono", "kind", "t",
             # values carried forward in file order
-            F.when(F.col("kind") == "header", F.struct(position().alias("pos"), g.header_path(F.col("t")).alias("path"))).alias("hdr"),
-            F.when(F.col("kind").isin(*g.BATCH_KINDS), position()).alias("owner"),
-            F.when(~F.col("kind").isin("unknown", "blank"),
-                   F.col("kind").isin(*g.RECORD_KINDS) & F.col("t").rlike(r"(^|\s)(key|payload): ")).alias("known"),
+            F.when(kind == "header", F.struct(position().alias("pos"), g.header_path(F.col("t")).alias("path"))).alias("hdr"),
+            F.when(kind.isin(*g.BATCH_KINDS), position()).alias("owner"),
+            F.when(~kind.isin("unknown", "blank"),
+                   kind.isin(*g.RECORD_KINDS) & F.col("t").rlike(r"(^|\s)(key|payload): ")).alias("known"),
             # fields (null where the kind has none)
-            g.field_long(F.col("meta"), "baseOffset").alias("f_base"),
-            g.field_long(F.col("meta"), "lastOffset").alias("f_last"),
-            g.field_long(F.col("meta"), "count").alias("f_count"),
-            g.field_int(F.col("meta"), "partitionLeaderEpoch").alias("f_epoch"),
-            g.field_long(F.col("meta"), "crc").alias("f_crc"),
-            g.field_bool(F.col("meta"), "isvalid", "isValid").alias("f_valid"),
-            g.field_bool(F.col("meta"), "isControl").alias("f_control"),
-            g.field_bool(F.col("meta"), "isTransactional").alias("f_txn"),
-            g.field_int(F.col("meta"), "magic").alias("f_magic"),
-            g.field_text(F.col("meta"), "compresscodec").alias("f_codec"),
-            F.regexp_extract(F.col("t"), r"^\|?\s*offset: (-?\d+)", 1).alias("_off"),
-            g.field_long(F.col("meta"), "position").alias("f_position"),
-            F.regexp_extract(F.col("t"), r"(?:^(?:Log s|S)tarting offset: |^Found )(\d+)", 1).alias("_num"),
+            field(g.field_long, "baseOffset").alias("f_base"),
+            field(g.field_long, "lastOffset").alias("f_last"),
+            field(g.field_long, "count").alias("f_count"),
+            field(g.field_int, "partitionLeaderEpoch").alias("f_epoch"),
+            field(g.field_long, "crc").alias("f_crc"),
+            field(g.field_bool, "isvalid", "isValid").alias("f_valid"),
+            field(g.field_bool, "isControl").alias("f_control"),
+            field(g.field_bool, "isTransactional").alias("f_txn"),
+            field(g.field_int, "magic").alias("f_magic"),
+            field(g.field_text, "compresscodec").alias("f_codec"),
+            F.when(kind.isin(*g.RECORD_KINDS, *g.REBUILT_KINDS, "batch_legacy"),
+                   F.regexp_extract(F.col("t"), r"^\|?\s*offset: (-?\d+)", 1)).alias("_off"),
+            field(g.field_long, "position").alias("f_position"),
+            F.when(kind.isin("segment_start", "invalid_bytes"),
+                   F.regexp_extract(F.col("t"), r"(?:^(?:Log s|S)tarting offset: |^Found )(\d+)", 1)).alias("_num"),
         )
         .withColumn("f_offset", F.when(F.col("_off") != "", F.col("_off").try_cast(LongType())))
         .withColumn("f_number", F.when(F.col("_num") != "", F.col("_num").try_cast(LongType())))
-        .drop("_off", "_num")
+        .withColumn("shown", F.when(~_is_clean(), g.redacted(F.col("t"), kind)))
+        .drop("_off", "_num", "t")
     )
 
 
-def parse_dumps(raw: DataFrame, files: DataFrame) -> ParsedDumps:
+def _is_clean() -> Column:
+    """A line that can be quarantined only for its section's problem (shown from fields)."""
+    kind = F.col("kind")
+    v2_ok = ((kind == "batch_v2") & F.col("f_base").isNotNull() & F.col("f_last").isNotNull()
+             & F.col("f_epoch").isNotNull() & F.col("f_crc").isNotNull() & F.col("f_valid").isNotNull()
+             & (F.col("f_last") >= F.col("f_base")))
+    legacy_ok = (kind == "batch_legacy") & F.col("f_offset").isNotNull() & F.col("f_crc").isNotNull()
+    return kind.isin("blank", "notice", "segment_start", "header") | v2_ok | legacy_ok
+
+
+def shown_from_fields() -> Column:
+    """``parse_errors.line`` of a clean line (:func:`_is_clean`), rebuilt from what was parsed."""
+    kind = F.col("kind")
+    return (
+        F.when(kind == "header", F.concat(F.lit("Dumping "), F.col("hdr.path")))
+        .when(kind == "batch_v2", F.format_string(
+            "baseOffset: %d lastOffset: %d partitionLeaderEpoch: %d crc: %d isvalid: %s",
+            F.col("f_base"), F.col("f_last"), F.col("f_epoch"), F.col("f_crc"), F.col("f_valid").cast("string")))
+        .when(kind == "batch_legacy", F.format_string("offset: %d crc: %d", F.col("f_offset"), F.col("f_crc")))
+        .when(kind == "segment_start", F.format_string("Starting offset: %d", F.col("f_number")))
+    )
+
+
+def parse_dumps(raw: DataFrame, files: DataFrame, work_dir: str,
+                also: dict[str, DataFrame] | None = None) -> ParsedDumps:
     """Parse dump lines.
+
+    One pass over the text: classify and cut each line to its fields, one window per file
+    (line numbers, the current section, the batch a record belongs to), then one row per
+    line, payload-free, stored under ``work_dir``; batches, segments and accounting read
+    those stored rows.
 
     Args:
         raw: ``file_id, block_start, mono, text`` of every dump file.
         files: ``file_id, rel, snapshot, broker, topic, partition`` of those files (small).
+        work_dir: the run's work directory (:mod:`auditor.materialise`).
+        also: other frames to store in the same job (returned in ``extra``).
     """
-    narrow = classify_dump_lines(raw).persist(StorageLevel.MEMORY_AND_DISK)
-    numbered = number_lines(narrow, ["hdr", "owner", "known"]).withColumn(
-        "section_pos", F.col("hdr_ff.pos"))
-    sections = _sections(numbered)
+    numbered = number_lines(classify_dump_lines(raw), ["hdr", "owner", "known"])
     lines = (
-        numbered.join(F.broadcast(files), "file_id")
-        .join(F.broadcast(sections), ["file_id", "section_pos"], "left")
+        numbered.transform(_with_sections)
+        .join(F.broadcast(files), "file_id")
         .transform(_with_replica)
         .transform(_with_disposition)
+        .select(
+            "file_id", "line_number", "block_start", "mono", "kind", "disposition", "error",
+            F.when(F.col("error").isNotNull(), F.coalesce(F.col("shown"), shown_from_fields())).alias("shown"),
+            "snapshot", "broker", "rel", "r_topic", "r_partition", "skind", "section_problem",
+            "section_pos", "section_line", "segment_base_offset", "owner_ff",
+            "f_base", "f_last", "f_count", "f_epoch", "f_crc", "f_valid", "f_control", "f_txn",
+            "f_magic", "f_codec", "f_offset", "f_position", "f_number",
+        )
     )
-    # One row per line, payload-free: materialise it once (cutting the lineage), then the
-    # batch, segment and accounting queries all read it.
-    lines = lines.select(
-        "file_id", "line_number", "block_start", "mono", "kind", "disposition", "error", "shown",
-        "snapshot", "broker", "rel", "r_topic", "r_partition", "skind", "section_problem",
-        "section_pos", "section_line", "segment_base_offset", "owner_ff",
-        "f_base", "f_last", "f_count", "f_epoch", "f_crc", "f_valid", "f_control", "f_txn",
-        "f_magic", "f_codec", "f_offset", "f_position", "f_number",
-    ).localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
-    narrow.unpersist()
+    stored = materialise({"lines": lines, **(also or {})}, work_dir, "lines")
+    lines = stored.pop("lines")
     batches = _batches(lines)
     segments = _segments(lines)
     accounting = lines.select(
         "file_id", "line_number", "disposition", "error", "shown", "snapshot", "broker", "rel")
-    return ParsedDumps(batches=batches, segments=segments, lines=accounting)
+    return ParsedDumps(batches=batches, segments=segments, lines=accounting, extra=stored)
 
 
-def _sections(numbered: DataFrame) -> DataFrame:
-    """One row per ``Dumping`` section: its path, kind, partition and segment base offset."""
-    headers = numbered.filter(F.col("kind") == "header").select(
-        "file_id", F.col("hdr.pos").alias("section_pos"), F.col("hdr.path").alias("section_path"),
-        F.col("line_number").alias("section_line"))
-    h_topic, h_part = g.header_topic_partition(F.col("section_path"))
-    starts = numbered.filter(F.col("kind") == "segment_start").groupBy("file_id", "section_pos").agg(
-        F.min("f_number").alias("start_offset_line"))
-    return (
-        headers.join(starts, ["file_id", "section_pos"], "left")
-        .select(
-            "file_id", "section_pos", "section_path", "section_line",
-            g.section_kind(F.col("section_path")).alias("section_kind"),
-            h_topic.alias("h_topic"), h_part.alias("h_partition"),
-            F.coalesce(F.col("start_offset_line"), g.header_base_offset(F.col("section_path")))
-            .alias("segment_base_offset"),
-        )
+def _with_sections(numbered: DataFrame) -> DataFrame:
+    """Each line's ``Dumping`` section: its position, header line, kind, partition and
+    segment base offset (windows over the section, within the per-file partitioning)."""
+    section = Window.partitionBy("file_id", "section_pos")
+    path = F.col("hdr_ff.path")
+    h_topic, h_part = g.header_topic_partition(path)
+    start_line = F.min(F.when(F.col("kind") == "segment_start", F.col("f_number"))).over(section)
+    return numbered.select(
+        "*",
+        F.col("hdr_ff.pos").alias("section_pos"),
+    ).select(
+        "*",
+        F.min(F.when(F.col("kind") == "header", F.col("line_number"))).over(section).alias("section_line"),
+        F.when(F.col("section_pos").isNotNull(), g.section_kind(path)).alias("section_kind"),
+        h_topic.alias("h_topic"), h_part.alias("h_partition"),
+        F.when(F.col("section_pos").isNotNull(), F.coalesce(start_line, g.header_base_offset(path)))
+        .alias("segment_base_offset"),
     )
 
 

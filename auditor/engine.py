@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from datetime import date, datetime, timezone
 from functools import reduce
 
-from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -16,6 +16,7 @@ from auditor.checks import ALWAYS_COMPACTED, DEFAULT_PROTOCOL, PROTOCOLS
 from auditor.config import Config
 from auditor.errors import UsageError
 from auditor.leader import choose_leaders
+from auditor.materialise import materialise, new_work_dir
 from auditor.overtime import History, over_time_findings
 from auditor.pairs import (
     build_pairs,
@@ -47,11 +48,6 @@ def with_run_columns(df: DataFrame, run_id: str, cluster: str, audit_time: datet
         F.lit(audit_time).cast("timestamp").alias("audit_time"),
         F.to_date(F.coalesce(snapshot_or_now, F.lit(audit_time).cast("timestamp"))).alias("day"),
     )
-
-
-def _cut(df: DataFrame) -> DataFrame:
-    """Materialise an intermediate read by several tables, and cut its lineage."""
-    return df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
 
 
 def compaction_scope(facts: DataFrame, topics: DataFrame, configured: tuple[str, ...]) -> DataFrame:
@@ -143,6 +139,14 @@ def audit(
     audit_time = audit_time or datetime.now(timezone.utc)
 
     config = config or Config(cluster=cluster)
+    # Intermediates read by several tables are stored (one small job each) under the
+    # snapshot's work dir: later queries read files, never a recomputation.
+    work_dir = snapshot.work_dir or new_work_dir()
+    label, serial = f"engine-{uuid.uuid4().hex[:12]}", itertools.count()
+
+    def _cut(df: DataFrame) -> DataFrame:
+        return materialise({"frame": df}, work_dir, f"{label}-{next(serial)}")["frame"]
+
     batches = snapshot.batches
     offsets = _cut(lineage.replica_offsets(batches, snapshot.segments, snapshot.log_start))
     rebuilt = _cut(lineage.rebuilt_cache(batches))
@@ -166,14 +170,13 @@ def audit(
     verdicts = _cut(follower_verdicts(pairs, batches, chosen))
     usable_checkpoint = snapshot.epoch_cache.join(
         snapshot.replicas.filter(F.col("epoch_file_usable")).select(*KEY), KEY)
-    has_cache_table = snapshot.format == "kafka" or bool(snapshot.epoch_cache.limit(1).count())
     raw_findings = reduce(DataFrame.unionByName, [
         findings.batch_sequence_checks(batches, scope),
         findings.corrupt_batches(batches, snapshot.segments),
         findings.hwm_above_leo(facts),
         findings.epoch_cache_mismatches(
             usable_checkpoint.join(facts.filter(~F.col("epochless")).select(*KEY), KEY), rebuilt, facts, scope),
-        findings.missing_inputs(facts, snapshot.format == "table", has_cache_table),
+        findings.missing_inputs(facts, snapshot.format == "table"),
         pair_findings(verdicts, chosen),
         findings.compacted_cache_disagreements(pairs, cache),
         isr_incomplete(facts, batches, scope),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from auditor.checks import SEVERITY_RANK
+from auditor.checks import BATCH_ORDER, SEVERITY_RANK
 
 KEY = ["snapshot", "topic", "partition", "replica"]
 PARTITION = ["snapshot", "topic", "partition"]
@@ -58,10 +58,10 @@ def batch_sequence_checks(batches: DataFrame, scope: DataFrame) -> DataFrame:
         batches: all batches.
         scope: ``PARTITION + [compacted, hmax]`` (``hmax`` = the highest HWM of the partition).
     """
-    order = Window.partitionBy(*KEY).orderBy("base_offset", "last_offset", "epoch")
+    order = Window.partitionBy(*KEY).orderBy(*BATCH_ORDER)
     before = order.rowsBetween(Window.unboundedPreceding, -1)
     b = batches.join(scope, PARTITION, "left").select(
-        *KEY, "base_offset", "last_offset", "epoch", "file", "line_number",
+        *KEY, "base_offset", "last_offset", "epoch", "crc", "file", "line_number",
         F.coalesce(F.col("compacted"), F.lit(False)).alias("compacted"), "hmax",
         # the highest offset any earlier batch reached (an overlapping batch can end lower)
         F.max("last_offset").over(before).alias("prev_last"),
@@ -87,7 +87,7 @@ def batch_sequence_checks(batches: DataFrame, scope: DataFrame) -> DataFrame:
         F.struct("file", "line_number", "base_offset", "last_offset", F.col("prev_last").alias("previous_last_offset")))
     # a regression is a run of consecutive batches in one epoch below an earlier epoch
     regressing = b.filter((F.col("epoch") >= 0) & (F.col("epoch") < F.col("max_before")))
-    reg_order = Window.partitionBy(*KEY).orderBy("base_offset", "last_offset", "epoch")
+    reg_order = Window.partitionBy(*KEY).orderBy(*BATCH_ORDER)
     runs = regressing.withColumn("_prev_reg", F.lag("last_offset").over(reg_order)).withColumn(
         "_prev_reg_epoch", F.lag("epoch").over(reg_order)).withColumn(
         "_new", (F.col("_prev_reg").isNull() | (F.col("_prev_reg") != F.col("prev_last"))
@@ -155,13 +155,13 @@ def epoch_cache_mismatches(checkpoint: DataFrame, rebuilt: DataFrame, facts: Dat
         scope: ``PARTITION + [compacted, hmax]``.
     """
     f = facts.select(*KEY, F.col("log_start_offset").alias("lso"), F.col("log_end_offset").alias("leo"))
-    nxt = Window.partitionBy(*KEY).orderBy("epoch")
+    nxt = Window.partitionBy(*KEY).orderBy("epoch", "start_offset")
     cp = checkpoint.join(f, KEY).select(
         *KEY, "epoch", "start_offset", "file", "lso", "leo",
         F.lead("start_offset").over(nxt).alias("next_start"),
         (F.lead("epoch").over(nxt).isNull()).alias("is_latest"))
     log = rebuilt.select(*KEY, "epoch", F.col("start_offset").alias("log_start"))
-    log_next = Window.partitionBy(*KEY).orderBy("epoch")
+    log_next = Window.partitionBy(*KEY).orderBy("epoch", "start_offset")
     log_first = rebuilt.groupBy(*KEY).agg(F.min("start_offset").alias("first_log_start"))
     joined = cp.join(log, [*KEY, "epoch"], "left").join(log_first, KEY, "left").join(scope, PARTITION, "left")
     compacted_below = F.coalesce(F.col("compacted"), F.lit(False)) & F.col("hmax").isNotNull() & (
@@ -205,13 +205,13 @@ def epoch_cache_mismatches(checkpoint: DataFrame, rebuilt: DataFrame, facts: Dat
     return wrong_f.unionByName(beyond_f).unionByName(lacking_f)
 
 
-def missing_inputs(facts: DataFrame, table_format: bool, has_cache_table: bool) -> DataFrame:
+def missing_inputs(facts: DataFrame, table_format: bool) -> DataFrame:
     """``MISSING_INPUT`` per replica: no dumps, no usable epoch checkpoint, no HWM entry, or
     dumps without epochs (``facts.epochless``). One finding per replica naming every gap and
     the checks it skips."""
     reasons = F.filter(F.array(
         F.when(~F.col("has_dump"), F.lit("no dump files: every log check skipped")),
-        F.when(F.col("has_dump") & ~F.col("epoch_file_usable") & (F.lit(not table_format) | F.lit(has_cache_table)),
+        F.when(F.col("has_dump") & ~F.col("epoch_file_usable") & (F.lit(not table_format) | F.col("has_epoch_file")),
                F.when(F.col("has_epoch_file"), F.lit("leader-epoch-checkpoint unusable (see parse_errors): cache rebuilt from the log"))
                .otherwise(F.lit("no leader-epoch-checkpoint: cache rebuilt from the log"))),
         F.when(F.col("high_watermark").isNull(),
@@ -237,7 +237,7 @@ def compacted_cache_disagreements(pairs: DataFrame, cache: DataFrame) -> DataFra
     """
     p = pairs.filter(F.col("compacted") & F.col("hmax").isNotNull()).select(
         *PARTITION, F.col("replica").alias("follower"), "leader", "lso", "hmax")
-    nxt = Window.partitionBy(*KEY).orderBy("epoch")
+    nxt = Window.partitionBy(*KEY).orderBy("epoch", "start_offset")
     entries = cache.select(
         *KEY, "epoch", "start_offset",
         F.coalesce(F.lead("start_offset").over(nxt), F.col("log_end_offset")).alias("end_offset"))

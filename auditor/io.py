@@ -52,16 +52,23 @@ def run_predicate(run_id: str) -> str:
     return f"run_id = '{run_id}'"
 
 
+Rows = DataFrame | pa.Table
+
+
 class TableWriter(Protocol):
-    """Writes one output table; ``name`` is ``delta-spark`` or ``deltalake``."""
+    """Writes one output table; ``name`` is ``delta-spark`` or ``deltalake``.
+
+    Rows come as a DataFrame or as an Arrow table (the run's stored output, read without
+    Spark); each writer takes whichever form it writes from without another Spark job.
+    """
 
     name: str
 
-    def replace_run(self, path: str, df: DataFrame, schema: T.StructType, run_id: str) -> None:
-        """Replace the rows of ``run_id`` in the table at ``path`` with ``df``'s rows."""
+    def replace_run(self, path: str, rows: Rows, schema: T.StructType, run_id: str) -> None:
+        """Replace the rows of ``run_id`` in the table at ``path`` with ``rows``."""
 
-    def append(self, path: str, df: DataFrame, schema: T.StructType) -> None:
-        """Append ``df``'s rows to the table at ``path``."""
+    def append(self, path: str, rows: Rows, schema: T.StructType) -> None:
+        """Append ``rows`` to the table at ``path``."""
 
     def prepare(self, path: str, schema: T.StructType) -> int:
         """Create the table if needed; return its current version (to restore on failure)."""
@@ -81,9 +88,9 @@ class DeltaRsWriter:
     def __init__(self) -> None:
         self.rows_written: dict[str, int] = {}
 
-    def _arrow(self, df: DataFrame, schema: T.StructType) -> pa.Table:
+    def _arrow(self, rows: Rows, schema: T.StructType) -> pa.Table:
         target = arrow_schema(schema)
-        table = df.toArrow()
+        table = rows if isinstance(rows, pa.Table) else rows.toArrow()
         columns = [table.column(f.name).cast(f.type) for f in target]
         return pa.Table.from_arrays(columns, schema=target)
 
@@ -95,19 +102,19 @@ class DeltaRsWriter:
             DeltaTable.create(path, schema=arrow_schema(schema), partition_by=list(PARTITION_COLUMNS),
                               mode="ignore")
 
-    def replace_run(self, path: str, df: DataFrame, schema: T.StructType, run_id: str) -> None:
+    def replace_run(self, path: str, rows: Rows, schema: T.StructType, run_id: str) -> None:
         from deltalake import write_deltalake
 
-        data = self._arrow(df, schema)
+        data = self._arrow(rows, schema)
         self._ensure(path, schema)
         write_deltalake(path, data, mode="overwrite", predicate=run_predicate(run_id),
                         partition_by=list(PARTITION_COLUMNS))
         self.rows_written[path] = data.num_rows
 
-    def append(self, path: str, df: DataFrame, schema: T.StructType) -> None:
+    def append(self, path: str, rows: Rows, schema: T.StructType) -> None:
         from deltalake import write_deltalake
 
-        data = self._arrow(df, schema)
+        data = self._arrow(rows, schema)
         self._ensure(path, schema)
         write_deltalake(path, data, mode="append", partition_by=list(PARTITION_COLUMNS))
 
@@ -139,14 +146,19 @@ class SparkDeltaWriter:
         (DeltaTable.createIfNotExists(self.spark).location(path).addColumns(schema)
          .partitionedBy(*PARTITION_COLUMNS).execute())
 
-    def replace_run(self, path: str, df: DataFrame, schema: T.StructType, run_id: str) -> None:
-        self._ensure(path, schema)
-        (df.write.format("delta").mode("overwrite").option("replaceWhere", run_predicate(run_id))
-         .save(path))
+    def _frame(self, rows: Rows, schema: T.StructType) -> DataFrame:
+        if isinstance(rows, pa.Table):  # the runs row: one row, never log-sized
+            return self.spark.createDataFrame(rows.to_pylist(), schema)
+        return rows
 
-    def append(self, path: str, df: DataFrame, schema: T.StructType) -> None:
+    def replace_run(self, path: str, rows: Rows, schema: T.StructType, run_id: str) -> None:
         self._ensure(path, schema)
-        df.write.format("delta").mode("append").save(path)
+        (self._frame(rows, schema).write.format("delta").mode("overwrite")
+         .option("replaceWhere", run_predicate(run_id)).save(path))
+
+    def append(self, path: str, rows: Rows, schema: T.StructType) -> None:
+        self._ensure(path, schema)
+        self._frame(rows, schema).write.format("delta").mode("append").save(path)
 
     def prepare(self, path: str, schema: T.StructType) -> int:
         from delta.tables import DeltaTable

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from auditor.checks import BATCH_ORDER
+
 REPLICA = ["snapshot", "topic", "partition", "replica"]
 
 
@@ -51,7 +53,7 @@ def log_lineage(batches: DataFrame) -> DataFrame:
         ``snapshot, topic, partition, replica, epoch, start_offset, end_offset, batch_count``
         with ``end_offset`` = last offset of the run + 1. Epoch -1 runs are included.
     """
-    order = Window.partitionBy(*REPLICA).orderBy("base_offset", "last_offset", "epoch")
+    order = Window.partitionBy(*REPLICA).orderBy(*BATCH_ORDER)
     new_run = (
         F.lag("last_offset").over(order).isNull()
         | (F.col("epoch") != F.lag("epoch").over(order))
@@ -59,7 +61,7 @@ def log_lineage(batches: DataFrame) -> DataFrame:
     )
     running = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     return (
-        batches.select(*REPLICA, "base_offset", "last_offset", "epoch")
+        batches.select(*REPLICA, "base_offset", "last_offset", "epoch", "crc", "file", "line_number")
         .withColumn("_new", new_run.cast("int"))
         .withColumn("_run", F.sum("_new").over(running))
         .groupBy(*REPLICA, "_run", "epoch")
@@ -81,14 +83,14 @@ def rebuilt_cache(batches: DataFrame) -> DataFrame:
     Returns:
         ``snapshot, topic, partition, replica, epoch, start_offset``.
     """
-    order = Window.partitionBy(*REPLICA).orderBy("base_offset", "last_offset", "epoch")
+    order = Window.partitionBy(*REPLICA).orderBy(*BATCH_ORDER)
     changes = (
         batches.filter(F.col("epoch") >= 0)
-        .select(*REPLICA, "epoch", "base_offset", "last_offset")
+        .select(*REPLICA, "epoch", "base_offset", "last_offset", "crc", "file", "line_number")
         .withColumn("_prev", F.lag("epoch").over(order))
         .filter(F.col("_prev").isNull() | (F.col("_prev") != F.col("epoch")))
     )
-    later = Window.partitionBy(*REPLICA).orderBy("base_offset", "last_offset", "epoch").rowsBetween(
+    later = Window.partitionBy(*REPLICA).orderBy(*BATCH_ORDER).rowsBetween(
         1, Window.unboundedFollowing)
     return (
         changes.withColumn("_min_e", F.min("epoch").over(later))
@@ -128,7 +130,7 @@ def effective_cache(epoch_cache: DataFrame, rebuilt: DataFrame, replicas: DataFr
 def checkpoint_lineage(cache: DataFrame) -> DataFrame:
     """``epoch_lineage`` rows of ``source = checkpoint``: one per entry of the effective
     cache read from the file, ending at the next entry's start or at the LEO."""
-    nxt = Window.partitionBy(*REPLICA).orderBy("epoch")
+    nxt = Window.partitionBy(*REPLICA).orderBy("epoch", "start_offset")
     return cache.filter(F.col("cache_source") == "checkpoint").select(
         *REPLICA, "epoch", "start_offset",
         F.coalesce(F.lead("start_offset").over(nxt), F.col("log_end_offset"), F.col("start_offset")).alias("end_offset"),

@@ -1,15 +1,13 @@
 """Read many text files as one DataFrame of lines with exact per-file line numbers.
 
 Spark's text source splits big files across tasks and does not number lines. Within one
-split, ``monotonically_increasing_id`` is contiguous and ordered (all rows of a split sit in
-one task, in file order), and ``_metadata.file_block_start`` orders the splits of a file. So
-a line's position in its file is the pair ``(block_start, mono)``; its line number is the
-number of lines in the file's earlier splits plus its rank inside its own split. Both come
-from one small aggregate per split, broadcast back: no task ever has to hold a whole file.
-
-Values that must flow forward in file order (the current ``Dumping`` section, the batch a
-record line belongs to) are filled the same way: a window per split, plus a carry-in from
-the earlier splits of the same file taken from that small per-split table.
+split, ``monotonically_increasing_id`` is increasing in file order (all rows of a split sit
+in one task, in file order), and ``_metadata.file_block_start`` orders the splits of a
+file. So a line's position in its file is the pair ``(block_start, mono)``, and one window
+per file ordered by that pair gives line numbers and carries values forward (the current
+``Dumping`` section, the batch a record line belongs to). Lines are classified and cut to
+a few fields before that window, so the one shuffle moves narrow rows; a very large file
+is numbered by one task, which sorts (and, if it must, spills) its narrow rows.
 """
 
 from __future__ import annotations
@@ -21,8 +19,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from auditor.discovery import InputFile
-
-SPLIT_KEY = ("file_id", "block_start")
 
 
 def read_text_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) -> DataFrame:
@@ -70,36 +66,22 @@ def position() -> Column:
 def number_lines(df: DataFrame, fill: Sequence[str] = ()) -> DataFrame:
     """Add ``line_number`` (1-based, per file) and forward-filled copies of ``fill`` columns.
 
+    One window per file, ordered by ``(block_start, mono)``: a single shuffle of the
+    (already narrow) rows, no second pass over the input. The order is total: ``mono`` is
+    unique within a split and ``block_start`` orders the splits of a file.
+
     Args:
-        df: lines with ``file_id, block_start, mono``; cache it first, it is read twice.
+        df: lines with ``file_id, block_start, mono``.
         fill: nullable columns; for each ``c`` the result has ``c_ff``, the last non-null
             value of ``c`` at or before the line, in file order.
 
     Returns:
         ``df``'s columns plus ``line_number`` and one ``<c>_ff`` per filled column.
     """
-    in_split = (
-        Window.partitionBy(*SPLIT_KEY).orderBy("mono")
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    )
-    filled = df.select("*", *[F.last(c, ignorenulls=True).over(in_split).alias(f"_in_{c}") for c in fill])
-    splits = df.groupBy(*SPLIT_KEY).agg(
-        F.min("mono").alias("_min_mono"),
-        F.count(F.lit(1)).alias("_n"),
-        *[F.max_by(F.col(c), F.when(F.col(c).isNotNull(), F.col("mono"))).alias(f"_last_{c}") for c in fill],
-    )
-    earlier = (
-        Window.partitionBy("file_id").orderBy("block_start")
-        .rowsBetween(Window.unboundedPreceding, -1)
-    )
-    splits = splits.select(
-        *SPLIT_KEY,
-        "_min_mono",
-        F.coalesce(F.sum("_n").over(earlier), F.lit(0)).cast(LongType()).alias("_before"),
-        *[F.last(f"_last_{c}", ignorenulls=True).over(earlier).alias(f"_carry_{c}") for c in fill],
-    )
-    return filled.join(F.broadcast(splits), list(SPLIT_KEY)).select(
+    in_file = Window.partitionBy("file_id").orderBy("block_start", "mono")
+    running = in_file.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    return df.select(
         *df.columns,
-        (F.col("_before") + F.col("mono") - F.col("_min_mono") + 1).alias("line_number"),
-        *[F.coalesce(F.col(f"_in_{c}"), F.col(f"_carry_{c}")).alias(f"{c}_ff") for c in fill],
+        F.row_number().over(in_file).cast(LongType()).alias("line_number"),
+        *[F.last(c, ignorenulls=True).over(running).alias(f"{c}_ff") for c in fill],
     )

@@ -70,7 +70,7 @@ def previous_observations(current: DataFrame, labels: list[datetime], history: H
         newest = max(labels)
         h = history.observations.filter(F.col("snapshot") < F.lit(newest)).withColumn("_bucket", _bucket(labels))
         latest = F.max_by(F.struct("snapshot", "run_id", "leader", "leader_epoch"),
-                          F.struct("snapshot", "started_at"))
+                          F.struct("snapshot", "started_at", "run_id"))
         agg = h.groupBy(*TP, "_bucket").agg(
             latest.alias("_p"), F.max("max_high_watermark").alias("max_high_watermark"))
         cand = cand.unionByName(agg.select(
@@ -87,7 +87,7 @@ def previous_observations(current: DataFrame, labels: list[datetime], history: H
     p = F.max_by(F.struct(F.col("c.snapshot").alias("p_snapshot"), F.col("c.run_id").alias("p_run_id"),
                           F.col("c.leader").alias("p_leader"), F.col("c.leader_epoch").alias("p_leader_epoch"),
                           F.col("c.from_out").alias("p_from_out")),
-                 F.struct(F.col("c.snapshot"), (~F.col("c.from_out")).cast("int")))
+                 F.struct(F.col("c.snapshot"), (~F.col("c.from_out")).cast("int"), F.col("c.run_id")))
     return joined.groupBy(*[F.col(f"t.{c}").alias(c) for c in PARTITION]).agg(
         p.alias("_p"), F.max("c.max_high_watermark").alias("h_max")).select(*PARTITION, "_p.*", "h_max")
 

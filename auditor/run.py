@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import time
 import uuid
 from collections import Counter
@@ -19,19 +20,21 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from pyspark import StorageLevel
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from auditor import __version__, io, schemas
 from auditor.checks import SEVERITY_RANK
 from auditor.config import Config, validate_run_id
 from auditor.engine import audit
 from auditor.errors import InconsistentResultError
-from auditor.findings import severity_rank
+from auditor.materialise import keep_work_dirs, materialise, new_work_dir, read_frame_arrow
 from auditor.snapshot import Snapshot, load_snapshot
 
 logger = logging.getLogger(__name__)
+
+OUTPUT = "output"  # the cut point holding the output tables
 
 Progress = Callable[[str], None]
 
@@ -78,92 +81,139 @@ def run_audit(
     protocol = config.effective_protocol
     writer = io.choose_writer(spark)
     written: list[tuple[str, int]] = []  # (table path, version before this run wrote it)
+    work_dir = new_work_dir()
+    # Compiling code for the ~200 stages of an audit costs more than it saves on a small
+    # input (measured: a 1,000-batch audit spends a third of its time in the compiler).
+    saved = {k: spark.conf.get(k, None) for k in INTERPRETED}
+    if is_small_input(snapshot_path):
+        for key, value in INTERPRETED.items():
+            spark.conf.set(key, value)
     try:
         progress(f"reading and parsing the input under {snapshot_path}")
         snap = load_snapshot(spark, snapshot_path, format=config.format, snapshot=snapshot_label,
-                             default_snapshot=started)
+                             default_snapshot=started, work_dir=work_dir)
         progress(f"{snap.files_read} input files parsed ({sum(snap.files_skipped.values())} skipped); auditing")
         history = io.read_history(spark, out, config.cluster, run_id)
         tables = audit(snap, protocol, run_id=run_id, cluster=config.cluster, audit_time=started,
                        config=config, history=history)
-        materialised = {}
-        for name, df in tables.items():
-            progress(f"computing {name}")
-            materialised[name] = df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
-        # the findings summary is taken before and after writing, and compared with what the
-        # writer wrote: a result that changes on re-reading fails the run instead of paging
-        # (or not paging) from numbers the tables do not hold (design.md, known open points)
-        summary_before = _finding_summary(materialised["findings"], config.fail_on)
-        counts = _counts(snap, materialised, summary_before[0])
-        for name, df in materialised.items():
+        progress("computing the output tables")
+        # One job computes every output table into the run's work dir; the writer, the
+        # summary and the exit status all read those same stored rows.
+        stored = materialise(tables, work_dir, OUTPUT)
+        arrow = {name: stored_arrow(work_dir, name) for name in tables}
+        summary_before = _finding_summary(arrow["findings"], config.fail_on)
+        counts = _counts(snap, arrow, summary_before[0])
+        for name in tables:
             progress(f"writing {name}")
             path = io.table_path(out, name)
             written.append((path, writer.prepare(path, schemas.OUTPUT_TABLES[name])))
-            writer.replace_run(path, df, schemas.OUTPUT_TABLES[name], run_id)
+            rows = arrow[name] if writer.name == "deltalake" else stored[name]
+            writer.replace_run(path, rows, schemas.OUTPUT_TABLES[name], run_id)
         finished = datetime.now(timezone.utc)
         progress("writing runs")
         runs_path = io.table_path(out, "runs")
         written.append((runs_path, writer.prepare(runs_path, schemas.RUNS)))
         writer.replace_run(runs_path, _runs_row(
-            spark, run_id, config, started, finished, "SUCCEEDED", snapshot_path, protocol,
+            spark.version, run_id, config, started, finished, "SUCCEEDED", snapshot_path, protocol,
             writer.name, counts), schemas.RUNS, run_id)
-        by_check, failing = _finding_summary(materialised["findings"], config.fail_on)
+        by_check, failing = _finding_summary(stored_arrow(work_dir, "findings"), config.fail_on)
         check_consistent(summary_before, (by_check, failing),
                          getattr(writer, "rows_written", {}).get(io.table_path(out, "findings")))
     except Exception:  # AuditorError included: undo what was written, record the failure, re-raise
         _roll_back(writer, written)
         _record_failure(spark, writer, out, run_id, config, started, snapshot_path, protocol)
         raise
+    finally:
+        if not keep_work_dirs():
+            shutil.rmtree(work_dir, ignore_errors=True)
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
     return RunResult(
         run_id=run_id, out=out, writer=writer.name, counts=counts, findings_by_check=by_check,
-        worst_partitions=_worst_partitions(materialised["partition_status"]),
+        worst_partitions=_worst_partitions(arrow["partition_status"]),
         failing=failing, exit_code=1 if failing else 0, seconds=time.monotonic() - t0)
 
 
-def _counts(snap: Snapshot, tables: dict[str, DataFrame], by_check: list[tuple[str, str, int, int]]
+SMALL_INPUT_BYTES = 32 << 20
+INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
+def is_small_input(path: str, limit: int = SMALL_INPUT_BYTES) -> bool:
+    """True when the files under ``path`` add up to less than ``limit`` bytes (the walk
+    stops as soon as they reach it)."""
+    total = 0
+    stack = [path]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_size
+                        if total >= limit:
+                            return False
+        except OSError:
+            continue
+    return True
+
+
+def stored_arrow(work_dir: str, name: str) -> pa.Table:
+    """Output table ``name`` as stored in the run's work dir, with its declared schema."""
+    target = io.arrow_schema(schemas.OUTPUT_TABLES[name])
+    table = read_frame_arrow(work_dir, OUTPUT, name)
+    if table is None:
+        return target.empty_table()
+    return pa.Table.from_arrays([table.column(f.name).cast(f.type) for f in target], schema=target)
+
+
+def _counts(snap: Snapshot, tables: dict[str, pa.Table], by_check: list[tuple[str, str, int, int]]
             ) -> dict[str, Any]:
-    """``runs.counts``: what was read, parsed, skipped and found (small aggregates only)."""
-    acc = snap.accounting.agg(
-        F.count(F.lit(1)).alias("files"),
-        F.sum("lines").alias("lines"), F.sum("lines_parsed").alias("lines_parsed"),
-        F.sum("lines_skipped").alias("lines_skipped"),
-        F.sum("lines_quarantined").alias("lines_quarantined"),
-    ).first()
-    assert acc is not None
-    rs = tables["replica_status"].agg(
-        F.count(F.lit(1)).alias("replicas"),
-        F.countDistinct("snapshot", "topic", "partition").alias("partitions"),
-        F.sum("batch_count").alias("batches"),
-    ).first()
-    assert rs is not None
+    """``runs.counts``: what was read, parsed, skipped and found, from stored rows (no job)."""
+    acc = read_frame_arrow(snap.work_dir, "snapshot", "accounting")
+
+    def total(column: str) -> int:
+        return 0 if acc is None else int(pc.sum(acc.column(column)).as_py() or 0)
+
+    rs = tables["replica_status"]
+    partitions = rs.select(["snapshot", "topic", "partition"]).group_by(
+        ["snapshot", "topic", "partition"]).aggregate([]).num_rows
     sev: Counter[str] = Counter()
     for _, severity, n, _ in by_check:
         sev[severity] += n
-    pe = tables["parse_errors"].agg(F.count(F.lit(1)).alias("rows"),
-                                    F.count(F.when(F.col("line_number").isNull(), 1)).alias("files")).first()
-    assert pe is not None
+    pe = tables["parse_errors"]
     return {
-        "files": int(acc["files"] or 0),
+        "files": 0 if acc is None else acc.num_rows,
         "files_skipped": sum(snap.files_skipped.values()),
-        "files_unusable": int(pe["files"]),
-        "lines": int(acc["lines"] or 0),
-        "lines_parsed": int(acc["lines_parsed"] or 0),
-        "lines_skipped": int(acc["lines_skipped"] or 0),
-        "lines_quarantined": int(acc["lines_quarantined"] or 0),
-        "parse_errors": int(pe["rows"]),
-        "batches": int(rs["batches"] or 0),
-        "partitions": int(rs["partitions"] or 0),
-        "replicas": int(rs["replicas"] or 0),
+        "files_unusable": int(pe.column("line_number").null_count),
+        "lines": total("lines"),
+        "lines_parsed": total("lines_parsed"),
+        "lines_skipped": total("lines_skipped"),
+        "lines_quarantined": total("lines_quarantined"),
+        "parse_errors": pe.num_rows,
+        "batches": int(pc.sum(rs.column("batch_count")).as_py() or 0),
+        "partitions": partitions,
+        "replicas": rs.num_rows,
         "snapshots": len(snap.snapshots),
         "findings": {s: sev[s] for s in ("CRITICAL", "ERROR", "WARNING", "INFO")},
     }
 
 
-def _finding_summary(findings: DataFrame, fail_on: str) -> tuple[list[tuple[str, str, int, int]], int]:
-    rows = findings.groupBy("check", "severity").agg(
-        F.count(F.lit(1)).alias("n"), F.count(F.when(F.col("suppressed"), 1)).alias("suppressed")
-    ).orderBy("check", "severity").collect()
-    by_check = [(r["check"], r["severity"], int(r["n"]), int(r["suppressed"])) for r in rows]
+def _finding_summary(findings: pa.Table | DataFrame, fail_on: str) -> tuple[list[tuple[str, str, int, int]], int]:
+    """Findings per (check, severity) with how many are suppressed, and how many count
+    towards the exit status at ``fail_on``."""
+    if isinstance(findings, DataFrame):
+        findings = findings.select("check", "severity", "suppressed").toArrow()
+    counts: Counter[tuple[str, str]] = Counter()
+    suppressed: Counter[tuple[str, str]] = Counter()
+    for check, sev, sup in zip(findings.column("check").to_pylist(), findings.column("severity").to_pylist(),
+                               findings.column("suppressed").to_pylist(), strict=True):
+        counts[(check, sev)] += 1
+        suppressed[(check, sev)] += bool(sup)
+    by_check = [(check, sev, n, suppressed[(check, sev)]) for (check, sev), n in sorted(counts.items())]
     if fail_on == "never":
         return by_check, 0
     threshold = SEVERITY_RANK[fail_on.upper()]
@@ -171,20 +221,25 @@ def _finding_summary(findings: DataFrame, fail_on: str) -> tuple[list[tuple[str,
     return by_check, failing
 
 
-def _worst_partitions(partition_status: DataFrame, limit: int = 10) -> list[tuple[str, int, str, int]]:
+def _worst_partitions(partition_status: pa.Table, limit: int = 10) -> list[tuple[str, int, str, int]]:
     """Up to ``limit`` partitions with a WARNING or worse, most severe first (for the summary)."""
-    rank = severity_rank(F.col("worst_severity"))
-    rows = (partition_status.filter(F.col("worst_severity").isin("CRITICAL", "ERROR", "WARNING"))
-            .orderBy(rank.desc(), F.col("finding_count").desc(), "topic", "partition").limit(limit).collect())
-    return [(r["topic"], int(r["partition"]), r["worst_severity"], int(r["finding_count"])) for r in rows]
+    rows = [r for r in partition_status.select(["topic", "partition", "worst_severity", "finding_count"]).to_pylist()
+            if r["worst_severity"] in ("CRITICAL", "ERROR", "WARNING")]
+    rows.sort(key=lambda r: (-SEVERITY_RANK[r["worst_severity"]], -r["finding_count"], r["topic"], r["partition"]))
+    return [(r["topic"], int(r["partition"]), r["worst_severity"], int(r["finding_count"])) for r in rows[:limit]]
 
 
-def _runs_row(spark: SparkSession, run_id: str, config: Config, started: datetime,
+def _runs_row(spark_version: str, run_id: str, config: Config, started: datetime,
               finished: datetime | None, status: str, input_path: str, protocol: str,
-              writer: str, counts: dict[str, Any]) -> DataFrame:
-    row = (run_id, config.cluster, started, finished, status, input_path, config.format, protocol,
-           writer, __version__, spark.version, json.dumps(counts, sort_keys=True), started.date())
-    return spark.createDataFrame([row], schemas.RUNS)
+              writer: str, counts: dict[str, Any]) -> pa.Table:
+    """The one ``runs`` row of a run, as Arrow (no Spark job to build it)."""
+    row = {
+        "run_id": run_id, "cluster": config.cluster, "started_at": started, "finished_at": finished,
+        "status": status, "input": input_path, "format": config.format, "protocol": protocol,
+        "writer": writer, "tool_version": __version__, "spark_version": spark_version,
+        "counts": json.dumps(counts, sort_keys=True), "day": started.date(),
+    }
+    return pa.Table.from_pylist([row], schema=io.arrow_schema(schemas.RUNS))
 
 
 def check_consistent(before: tuple[list[tuple[str, str, int, int]], int],
@@ -213,7 +268,7 @@ def _record_failure(spark: SparkSession, writer: io.TableWriter, out: str, run_i
                     config: Config, started: datetime, input_path: str, protocol: str) -> None:
     """Append a FAILED ``runs`` row; earlier rows of the same run id stay as they were."""
     try:
-        row = _runs_row(spark, run_id, config, started, datetime.now(timezone.utc), "FAILED",
+        row = _runs_row(spark.version, run_id, config, started, datetime.now(timezone.utc), "FAILED",
                         input_path, protocol, writer.name, {})
         writer.append(io.table_path(out, "runs"), row, schemas.RUNS)
     except Exception as exc:  # the original error matters more than this one
@@ -224,19 +279,12 @@ def record_early_failure(out: str, run_id: str | None, config: Config, started: 
                          input_path: str, error: str) -> bool:
     """Append a FAILED ``runs`` row for a run that failed before Spark started (bad input
     or config), when OUT is writable. Returns whether the row was written."""
-    import pyarrow as pa
-
     if not os.path.isdir(out) or not os.access(out, os.W_OK):
         return False
     try:
-        row = {
-            "run_id": run_id or str(uuid.uuid4()), "cluster": config.cluster, "started_at": started,
-            "finished_at": datetime.now(timezone.utc), "status": "FAILED", "input": input_path,
-            "format": config.format, "protocol": config.effective_protocol, "writer": "deltalake",
-            "tool_version": __version__, "spark_version": "", "counts": json.dumps({"error": error}),
-            "day": started.date(),
-        }
-        io.append_arrow(io.table_path(out, "runs"), pa.Table.from_pylist([row]), schemas.RUNS)
+        row = _runs_row("", run_id or str(uuid.uuid4()), config, started, datetime.now(timezone.utc),
+                        "FAILED", input_path, config.effective_protocol, "deltalake", {"error": error})
+        io.append_arrow(io.table_path(out, "runs"), row, schemas.RUNS)
         return True
     except Exception as exc:  # never hide the original error behind this one
         logger.warning("could not record the failed run in %s: %s", out, exc)

@@ -11,7 +11,6 @@ from datetime import datetime, timezone
 from functools import reduce
 from typing import Any
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -29,6 +28,7 @@ from auditor.describe import parse_describe
 from auditor.dumps import parse_dumps
 from auditor.errors import UsageError
 from auditor.lines import number_lines, read_text_lines
+from auditor.materialise import materialise, new_work_dir
 
 FILES_SCHEMA = StructType([
     StructField("file_id", IntegerType(), False), StructField("rel", StringType(), False),
@@ -80,6 +80,7 @@ class Snapshot:
     topics: DataFrame
     replicas: DataFrame
     accounting: DataFrame
+    work_dir: str = ""
     files_read: int = 0
     files_skipped: Counter[str] = field(default_factory=Counter)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -91,6 +92,7 @@ def load_snapshot(
     format: str = "kafka",  # noqa: A002 - the SPEC's name for it
     snapshot: str | None = None,
     default_snapshot: datetime | None = None,
+    work_dir: str | None = None,
 ) -> Snapshot:
     """Parse the snapshot (or tables) at ``path`` into DataFrames.
 
@@ -100,6 +102,8 @@ def load_snapshot(
         format: ``kafka`` or ``table``.
         snapshot: the ``--snapshot`` label, if given.
         default_snapshot: label of an unlabelled input (default: now, UTC).
+        work_dir: where parsed rows are stored (default: a new temporary directory,
+            removed when the process exits).
 
     Raises:
         InputError: ``path`` is missing, unreadable, or has no input of the format.
@@ -109,14 +113,15 @@ def load_snapshot(
     if format == "table":
         from auditor.tabular import load_tables
 
-        return load_tables(spark, path, snapshot=snapshot, default_snapshot=now)
+        return load_tables(spark, path, snapshot=snapshot, default_snapshot=now,
+                           work_dir=work_dir or new_work_dir())
     if format != "kafka":
         raise UsageError(f"unknown format {format!r}")
     found = d.discover(path, now, snapshot)
-    return _load_kafka(spark, found)
+    return _load_kafka(spark, found, work_dir or new_work_dir())
 
 
-def _load_kafka(spark: SparkSession, found: d.Discovery) -> Snapshot:
+def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str) -> Snapshot:
     indexed = list(enumerate(found.files))
     files = spark.createDataFrame(
         [(i, f.rel, f.kind, f.snapshot, f.broker, f.log_dir, f.topic, f.partition, f.size) for i, f in indexed],
@@ -125,29 +130,28 @@ def _load_kafka(spark: SparkSession, found: d.Discovery) -> Snapshot:
     dump_files = [(i, f) for i, f in indexed if f.kind == d.DUMP]
     other_files = [(i, f) for i, f in indexed if f.kind != d.DUMP]
 
+    # Cut point 1 (one job): every input line read once, numbered, dump lines cut to fields.
     dumps = parse_dumps(
         read_text_lines(spark, dump_files),
         files.filter(F.col("kind") == d.DUMP).select("file_id", "rel", "snapshot", "broker", "topic", "partition"),
+        work_dir,
+        also={"small": number_lines(read_text_lines(spark, other_files)).select("file_id", "line_number", "text")},
     )
-    batches = _keep(dumps.batches.withColumnRenamed("broker", "replica"))
-    segments = _keep(dumps.segments.withColumnRenamed("broker", "replica"))
-
-    small = _keep(number_lines(read_text_lines(spark, other_files)).select("file_id", "line_number", "text"))
+    small = dumps.extra["small"]
     small_files = files.filter(F.col("kind") != d.DUMP)
     checkpoint_files = small_files.filter(F.col("kind") != d.DESCRIBE)
     cps = parse_checkpoints(
         small.join(checkpoint_files.select("file_id"), "file_id"),
         checkpoint_files.select("file_id", "kind", "rel", "snapshot", "broker", "log_dir", "topic", "partition"),
     )
-    entries = _keep(cps.entries.withColumnRenamed("broker", "replica"))
-    cp_verdicts = cps.files
+    entries = cps.entries.withColumnRenamed("broker", "replica")
     describe_files = small_files.filter(F.col("kind") == d.DESCRIBE)
     desc = parse_describe(
         small.join(describe_files.select("file_id"), "file_id"),
         describe_files.select("file_id", "rel", "snapshot", "broker"),
     )
 
-    line_dispositions = _keep(dumps.lines.unionByName(cps.lines).unionByName(desc.lines))
+    line_dispositions = dumps.lines.unionByName(cps.lines).unionByName(desc.lines)
     accounting = files.join(
         line_dispositions.groupBy("file_id").agg(
             F.count(F.lit(1)).alias("lines"),
@@ -166,29 +170,39 @@ def _load_kafka(spark: SparkSession, found: d.Discovery) -> Snapshot:
         "snapshot", "broker", F.col("rel").alias("file"), "line_number",
         F.lit(None).cast(LongType()).alias("byte_offset"), F.col("shown").alias("line"), "error")
 
-    epoch_cache = entries.filter(F.col("kind") == d.LEADER_EPOCH).select(
-        *REPLICA, "epoch", F.col("offset").alias("start_offset"), F.col("rel").alias("file"))
-    replicas = _keep(_replicas(files, batches, segments, cp_verdicts))
+    # Cut point 2 (one job): the parsed tables read straight from the stored lines.
+    parsed = materialise({
+        "batches": dumps.batches.withColumnRenamed("broker", "replica"),
+        "segments": dumps.segments.withColumnRenamed("broker", "replica"),
+        "entries": entries,
+        "checkpoint_files": cps.files,
+        "metadata": desc.metadata,
+        "topics": desc.topics,
+        "accounting": accounting,
+        "parse_errors": problems.unionByName(line_errors),
+    }, work_dir, "snapshot")
+    entries = parsed.pop("entries")
+    replicas = _replicas(files, parsed["segments"], parsed.pop("checkpoint_files"))
+    # Cut point 3 (one job): what each replica has, joined from the stored tables.
+    per_replica = materialise({
+        "replicas": replicas,
+        "epoch_cache": entries.filter(F.col("kind") == d.LEADER_EPOCH).select(
+            *REPLICA, "epoch", F.col("offset").alias("start_offset"), F.col("rel").alias("file")),
+        "hwm": _per_replica(replicas, entries, d.HWM, "high_watermark"),
+        "log_start": _per_replica(replicas, entries, d.LOG_START, "log_start_offset"),
+        "recovery_point": _per_replica(replicas, entries, d.RECOVERY_POINT, "recovery_point"),
+    }, work_dir, "replicas")
     return Snapshot(
-        format="kafka", root=found.root, snapshots=found.snapshots,
-        batches=batches, epoch_cache=epoch_cache, metadata=desc.metadata,
-        hwm=_per_replica(replicas, entries, d.HWM, "high_watermark"),
-        parse_errors=problems.unionByName(line_errors), segments=segments,
-        log_start=_per_replica(replicas, entries, d.LOG_START, "log_start_offset"),
-        recovery_point=_per_replica(replicas, entries, d.RECOVERY_POINT, "recovery_point"),
-        topics=desc.topics, replicas=replicas, accounting=accounting,
-        files_read=len(found.files), files_skipped=found.skipped,
+        format="kafka", root=found.root, snapshots=found.snapshots, work_dir=work_dir,
+        files_read=len(found.files), files_skipped=found.skipped, **parsed, **per_replica,
     )
 
 
-def _keep(df: DataFrame) -> DataFrame:
-    """Materialise a parsed DataFrame and cut its lineage: every output table reads it, so
-    the logs are parsed once and later query plans stay small."""
-    return df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
-
-
-def _replicas(files: DataFrame, batches: DataFrame, segments: DataFrame, cp_files: DataFrame) -> DataFrame:
+def _replicas(files: DataFrame, segments: DataFrame, cp_files: DataFrame) -> DataFrame:
     """One row per replica holding any data, with the inputs it has.
+
+    Every parsed batch lies in a dumped segment of its replica, so the replicas seen in the
+    dumps are those of ``segments``.
 
     Columns: ``snapshot, topic, partition, replica, log_dir, has_dump, has_epoch_file,
     epoch_file_usable``.
@@ -196,8 +210,7 @@ def _replicas(files: DataFrame, batches: DataFrame, segments: DataFrame, cp_file
     folders = files.filter(F.col("topic").isNotNull()).select(
         "snapshot", "topic", "partition", F.col("broker").alias("replica"), "log_dir",
         (F.col("kind") == d.DUMP).alias("is_dump"))
-    from_dumps = reduce(DataFrame.unionByName, [
-        batches.select(*REPLICA), segments.select(*REPLICA)]).distinct().withColumn("in_dump", F.lit(True))
+    from_dumps = segments.select(*REPLICA).distinct().withColumn("in_dump", F.lit(True))
     epoch_files = cp_files.filter(F.col("kind") == d.LEADER_EPOCH).groupBy(
         "snapshot", "topic", "partition", F.col("broker").alias("replica")).agg(
         F.max(F.col("usable").cast("int")).cast("boolean").alias("epoch_file_usable"))

@@ -19,7 +19,12 @@ BASE_CONF: dict[str, str] = {
     # We list the input files ourselves (cheap os.scandir walk); never start a Spark job to
     # list thousands of explicit paths again.
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
-    "spark.sql.adaptive.enabled": "true",
+    # Adaptive execution re-plans each shuffle stage as a job of its own (a small audit
+    # became ~300 jobs); our plans read stored, sized inputs, so static planning (broadcasts
+    # chosen from file sizes) is as good, and runs one job per cut point.
+    "spark.sql.adaptive.enabled": "false",
+    # Stored cut points are read back by pyarrow too: UTC-adjusted microsecond timestamps.
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.driver.memory": "4g",
 }
 

@@ -14,7 +14,6 @@ from datetime import datetime
 from functools import reduce
 from pathlib import Path
 
-from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -29,6 +28,7 @@ from pyspark.sql.types import (
 from auditor.discovery import parse_snapshot_label
 from auditor.errors import InputError
 from auditor.lines import number_lines, read_text_lines
+from auditor.materialise import materialise
 from auditor.snapshot import ERRORS_SCHEMA, REPLICA, Snapshot
 
 I, L, S, T = IntegerType(), LongType(), StringType(), TimestampType()
@@ -91,8 +91,7 @@ def _read_csv(spark: SparkSession, files: list[tuple[int, str]], name: str, root
     fake = [(i, InputFile(path=os.path.abspath(p), rel=os.path.relpath(p, root), kind=name,
                           snapshot=datetime.min, broker=None, log_dir=None, topic=None,
                           partition=None, size=0)) for i, p in files]
-    lines = number_lines(read_text_lines(spark, fake)).select("file_id", "line_number", "text").persist(
-        StorageLevel.MEMORY_AND_DISK)
+    lines = number_lines(read_text_lines(spark, fake)).select("file_id", "line_number", "text")
     headers = {r.file_id: r.text for r in lines.filter(F.col("line_number") == 1).collect()}
     parts = []
     for header in sorted(set(headers.values())):
@@ -137,7 +136,7 @@ def _empty_rows(spark: SparkSession, name: str) -> DataFrame:
 
 
 def load_tables(spark: SparkSession, path: str, snapshot: str | None,
-                default_snapshot: datetime) -> Snapshot:
+                default_snapshot: datetime, work_dir: str) -> Snapshot:
     """Load the tables under ``path`` into a :class:`Snapshot`.
 
     Raises:
@@ -173,7 +172,6 @@ def load_tables(spark: SparkSession, path: str, snapshot: str | None,
             parts.append(_empty_rows(spark, name))
         rows = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
         rows = rows.withColumn("v_snapshot", F.coalesce(F.col("v_snapshot"), F.lit(label).cast(T)))
-        rows = rows.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
         dispositions.append(rows.select(
             "file_id", "line_number",
             F.when(F.col("error").isNull(), "parsed").otherwise("quarantined").alias("disposition"),
@@ -181,7 +179,6 @@ def load_tables(spark: SparkSession, path: str, snapshot: str | None,
         tables[name] = rows.filter(F.col("error").isNull())
 
     lines = reduce(DataFrame.unionByName, dispositions).join(F.broadcast(rel_df), "file_id")
-    lines = lines.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
     accounting = lines.groupBy("file_id", "rel").agg(
         F.count(F.lit(1)).alias("lines"),
         F.count(F.when(F.col("disposition") == "parsed", 1)).alias("lines_parsed"),
@@ -237,16 +234,16 @@ def load_tables(spark: SparkSession, path: str, snapshot: str | None,
                                               "file string, line_number bigint, segment_base_offset bigint, invalid_bytes bigint")
     empty_offsets = spark.createDataFrame([], "snapshot timestamp, topic string, partition int, replica int, log_start_offset bigint")
     snapshots = sorted({r.snapshot for r in batches.select("snapshot").distinct().collect()})
-    keep = StorageLevel.MEMORY_AND_DISK
+    parsed = materialise({
+        "batches": batches, "epoch_cache": epoch_cache, "hwm": hwm, "metadata": metadata,
+        "parse_errors": parse_errors.unionByName(spark.createDataFrame([], ERRORS_SCHEMA)),
+        "replicas": replicas, "accounting": accounting,
+    }, work_dir, "snapshot")
     return Snapshot(
-        format="table", root=str(root), snapshots=snapshots or [label],
-        batches=batches.localCheckpoint(eager=True, storageLevel=keep),
-        epoch_cache=epoch_cache, hwm=hwm, metadata=metadata,
-        parse_errors=parse_errors.unionByName(spark.createDataFrame([], ERRORS_SCHEMA)),
+        format="table", root=str(root), snapshots=snapshots or [label], work_dir=work_dir,
         segments=empty_segments, log_start=empty_offsets,
         recovery_point=empty_offsets.withColumnRenamed("log_start_offset", "recovery_point"),
         topics=spark.createDataFrame([], "snapshot timestamp, topic string, cleanup_policy string"),
-        replicas=replicas.localCheckpoint(eager=True, storageLevel=keep), accounting=accounting,
-        files_read=len(file_list), files_skipped=Counter(),
+        files_read=len(file_list), files_skipped=Counter(), **parsed,
     )
 

@@ -1,15 +1,16 @@
 """Where each follower truncates, per protocol (SPEC 4.3).
 
-``epoch`` runs Kafka's OffsetsForLeaderEpoch exchange in rounds: a bounded loop over a
-DataFrame holding only the followers that have not converged (most converge in one
-round), each round cut from the previous one's lineage. ``kip-101``, ``hwm`` and ``raft``
+``epoch`` runs Kafka's OffsetsForLeaderEpoch exchange in rounds: the bounded loop is an
+``aggregate`` over the rounds inside one projection, with ``floor_F`` of every offset a
+round can reach computed beforehand. ``kip-101``, ``hwm`` and ``raft``
 take one step. ``floor_F(o)``, the base offset of the follower batch containing ``o``,
 is an equi-join on the replica with a range filter.
 """
 
 from __future__ import annotations
 
-from pyspark import StorageLevel
+from collections.abc import Callable
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -41,12 +42,116 @@ def floors(probes: DataFrame, batches: DataFrame, column: str) -> DataFrame:
         *KEY, F.col("_o").alias(column), F.coalesce(F.col("_fb"), F.col("_o")).alias(f"{column}_floor"))
 
 
-def _cut(df: DataFrame) -> DataFrame:
-    return df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
+def candidate_floors(pairs: DataFrame, batches: DataFrame) -> DataFrame:
+    """``floor_F`` of every offset the ``epoch`` protocol can truncate to, as a map.
+
+    Each round's offset is the smaller of values taken from the two epoch caches' start
+    offsets, the two LEOs, the follower's HWM and earlier rounds' effective offsets, which
+    are floors of those. So the floors of these candidates, and the floors of the floors
+    (overlapping batches), are all any round looks up.
+
+    Returns:
+        ``KEY`` + ``floors`` (``map<bigint,bigint>``) for followers with a candidate.
+    """
+    empty = F.array().cast(f"array<{ENTRY}>")
+    starts = lambda c: F.transform(F.coalesce(F.col(c), empty), lambda x: x["start_offset"])  # noqa: E731
+    cands = pairs.select(*KEY, F.explode(F.array_distinct(F.concat(
+        starts("f_entries"), starts("l_entries"),
+        F.array(F.col("l_leo"), F.col("f_leo"), F.col("f_hwm"))))).alias("o"))
+    first = floors(cands, batches, "o")
+    second = floors(first.select(*KEY, F.col("o_floor").alias("o")), batches, "o")
+    both = first.unionByName(second).distinct()
+    return both.groupBy(*KEY).agg(
+        F.map_from_entries(F.collect_list(F.struct("o", "o_floor"))).alias("floors"))
+
+
+ROUND = ("struct<round:int,requested_epoch:int,leader_epoch:int,leader_offset:bigint,"
+         "follower_epoch:int,follower_offset:bigint,offset:bigint,effective_offset:bigint>")
+
+
+def let(value: Column, body: Callable[[Column], Column]) -> Column:
+    """``body(v)`` with ``v`` bound to ``value`` evaluated once (a one-element ``transform``).
+
+    Column expressions are trees: using a sub-expression twice copies it, and a round that
+    reuses its intermediate values would grow exponentially with nesting. Binding each
+    intermediate once keeps the round's expression linear in size.
+    """
+    return F.transform(F.array(value), body)[0]
+
+
+def _round(acc: Column, max_rounds: int) -> Column:
+    """One OffsetsForLeaderEpoch round of SPEC 4.3 on the state ``acc`` (a no-op once done)."""
+
+    def asked(a: Column) -> Column:  # the follower's epoch and the leader's answer
+        e = latest_epoch(a["cur"])
+        el, ol = eoe(a["l_entries"], a["l_leo"], e)
+        return F.struct(e.alias("e"), el.alias("el"), ol.alias("ol"))
+
+    def answered(a: Column, q: Column) -> Column:  # the follower's own lookup, the offset o
+        ef, of = eoe(a["cur"], a["leo"], q["el"])
+        return F.struct(ef.alias("ef"), of.alias("of"))
+
+    def decided(a: Column, q: Column, r: Column) -> Column:
+        leo, hwm, e, el, ol, ef, of = a["leo"], a["f_hwm"], q["e"], q["el"], q["ol"], r["ef"], r["of"]
+        diverge = ~((el >= e) & (ol >= leo))
+        undefined = ol == -1
+        o = (
+            F.when(~diverge, F.lit(None).cast("bigint"))
+            .when(undefined, least_strict(hwm, leo))
+            .when(of == -1, F.least(ol, leo))
+            .when(ef != el, F.least(of, leo))
+            .otherwise(F.least(of, ol, leo))
+        )
+        o28 = F.when(diverge & undefined & (e != -1) & ~a["hwm_fallback"], F.least(a["l_leo"], leo))
+        return F.struct(
+            diverge.alias("diverge"), o.alias("o"), o28.alias("o28"),
+            (undefined | (of == -1) | (ef == el)).alias("final"),
+            (diverge & undefined & hwm.isNull()).alias("missing_now"))
+
+    def floored(a: Column, d: Column) -> Column:
+        def floor(x: Column) -> Column:
+            return F.when(x.isNotNull(), F.coalesce(F.try_element_at(a["floors"], x), x))
+
+        return F.struct(floor(d["o"]).alias("cut"), floor(d["o28"]).alias("cut28"))
+
+    def stepped(a: Column, q: Column, r: Column, d: Column, c: Column) -> Column:
+        cur, leo, cut = a["cur"], a["leo"], c["cut"]
+        truncates = cut.isNotNull() & (cut < leo)
+        rounds = a["truncation_rounds"] + d["diverge"].cast("int")
+        detail = F.struct(
+            rounds.alias("round"), q["e"].alias("requested_epoch"), q["el"].alias("leader_epoch"),
+            q["ol"].alias("leader_offset"), r["ef"].alias("follower_epoch"), r["of"].alias("follower_offset"),
+            d["o"].alias("offset"), cut.alias("effective_offset"))
+        return F.struct(
+            a["l_entries"].alias("l_entries"), a["l_leo"].alias("l_leo"), a["f_hwm"].alias("f_hwm"),
+            a["floors"].alias("floors"),
+            F.when(cut.isNotNull(), F.filter(cur, lambda x: x["start_offset"] < cut)).otherwise(cur)
+            .cast(f"array<{ENTRY}>").alias("cur"),
+            F.when(truncates, cut).otherwise(leo).alias("leo"),
+            F.when(d["missing_now"], F.lit(None).cast("bigint"))
+            .when(truncates, cut).otherwise(a["truncation_offset"]).alias("truncation_offset"),
+            rounds.alias("truncation_rounds"),
+            F.when(truncates, d["o"]).otherwise(a["resume_offset"]).alias("resume_offset"),
+            (a["missing_hwm"] | d["missing_now"]).alias("missing_hwm"),
+            (a["hwm_fallback"] | d["o28"].isNotNull()).alias("hwm_fallback"),
+            F.coalesce(a["truncation_offset_2_8"], F.when(c["cut28"] < leo, c["cut28"])).alias("truncation_offset_2_8"),
+            F.when(d["diverge"], F.concat(a["rounds_detail"], F.array(detail))).otherwise(a["rounds_detail"])
+            .cast(f"array<{ROUND}>").alias("rounds_detail"),
+            (~d["diverge"] | d["final"] | d["missing_now"] | (rounds >= max_rounds)).alias("done"),
+        )
+
+    step = let(asked(acc), lambda q: let(answered(acc, q), lambda r: let(
+        decided(acc, q, r), lambda d: let(floored(acc, d), lambda c: stepped(acc, q, r, d, c)))))
+    return F.when(acc["done"], acc).otherwise(step)
 
 
 def truncate_epoch(pairs: DataFrame, batches: DataFrame, max_rounds: int = MAX_ROUNDS) -> DataFrame:
     """The ``epoch`` protocol (Kafka 2.0.1+, and truncate-on-fetch from 2.8).
+
+    The bounded loop of SPEC 4.3 is one ``aggregate`` over ``max_rounds`` steps per
+    follower (a finished exchange leaves its state unchanged), so every follower is
+    decided in a single projection, with ``floor_F`` looked up in a small per-follower map
+    (:func:`candidate_floors`).
 
     Args:
         pairs: one row per follower: ``KEY`` (``replica`` = the follower), ``l_entries``,
@@ -56,72 +161,22 @@ def truncate_epoch(pairs: DataFrame, batches: DataFrame, max_rounds: int = MAX_R
     Returns:
         ``KEY`` + :data:`RESULT_COLUMNS`.
     """
-    state = _cut(pairs.select(
-        *KEY, "l_entries", "l_leo", "f_hwm",
-        F.col("f_entries").alias("cur"), F.col("f_leo").alias("leo"),
+    with_floors = pairs.join(candidate_floors(pairs, batches), KEY, "left")
+    init = F.struct(
+        F.col("l_entries").cast(f"array<{ENTRY}>").alias("l_entries"), F.col("l_leo").cast("bigint").alias("l_leo"),
+        F.col("f_hwm").cast("bigint").alias("f_hwm"),
+        F.coalesce(F.col("floors"), F.create_map().cast("map<bigint,bigint>")).alias("floors"),
+        F.col("f_entries").cast(f"array<{ENTRY}>").alias("cur"), F.col("f_leo").cast("bigint").alias("leo"),
         F.lit(None).cast("bigint").alias("truncation_offset"),
         F.lit(0).alias("truncation_rounds"),
         F.lit(None).cast("bigint").alias("resume_offset"),
         F.lit(False).alias("missing_hwm"), F.lit(False).alias("hwm_fallback"),
         F.lit(None).cast("bigint").alias("truncation_offset_2_8"),
-        F.array().cast("array<struct<round:int,requested_epoch:int,leader_epoch:int,leader_offset:bigint,"
-                       "follower_epoch:int,follower_offset:bigint,offset:bigint,effective_offset:bigint>>")
-        .alias("rounds_detail"),
+        F.array().cast(f"array<{ROUND}>").alias("rounds_detail"),
         F.col("f_leo").isNull().alias("done"),
-    ))
-    for _ in range(max_rounds):
-        active = state.filter(~F.col("done"))
-        if active.limit(1).count() == 0:
-            break
-        e = latest_epoch(F.col("cur"))
-        el, ol = eoe(F.col("l_entries"), F.col("l_leo"), e)
-        step = active.select("*", e.alias("e"), el.alias("el"), ol.alias("ol"))
-        ef, of = eoe(F.col("cur"), F.col("leo"), F.col("el"))
-        step = step.select("*", ef.alias("ef"), of.alias("of"))
-        diverge = ~((F.col("el") >= F.col("e")) & (F.col("ol") >= F.col("leo")))
-        undefined = F.col("ol") == -1
-        o = (
-            F.when(~diverge, F.lit(None).cast("bigint"))
-            .when(undefined, least_strict(F.col("f_hwm"), F.col("leo")))
-            .when(F.col("of") == -1, F.least(F.col("ol"), F.col("leo")))
-            .when(F.col("ef") != F.col("el"), F.least(F.col("of"), F.col("leo")))
-            .otherwise(F.least(F.col("of"), F.col("ol"), F.col("leo")))
-        )
-        final = undefined | (F.col("of") == -1) | (F.col("ef") == F.col("el"))
-        step = step.select(
-            "*", diverge.alias("diverge"), o.alias("o"), final.alias("final"),
-            (diverge & undefined & F.col("f_hwm").isNull()).alias("missing_now"),
-            F.when(diverge & undefined & (F.col("e") != -1) & ~F.col("hwm_fallback"),
-                   F.least(F.col("l_leo"), F.col("leo"))).alias("o28"),
-        )
-        step = (step.join(floors(step, batches, "o"), [*KEY, "o"], "left")
-                .join(floors(step, batches, "o28"), [*KEY, "o28"], "left"))
-        cut = F.col("o_floor")
-        truncates = cut.isNotNull() & (cut < F.col("leo"))
-        rounds = F.col("truncation_rounds") + F.col("diverge").cast("int")
-        detail = F.struct(
-            rounds.alias("round"), F.col("e").alias("requested_epoch"), F.col("el").alias("leader_epoch"),
-            F.col("ol").alias("leader_offset"), F.col("ef").alias("follower_epoch"),
-            F.col("of").alias("follower_offset"), F.col("o").alias("offset"), cut.alias("effective_offset"))
-        updated = step.select(
-            *KEY, "l_entries", "l_leo", "f_hwm",
-            F.when(cut.isNotNull(), F.filter("cur", lambda x: x["start_offset"] < F.col("o_floor"))).otherwise(F.col("cur"))
-            .cast(f"array<{ENTRY}>").alias("cur"),
-            F.when(truncates, cut).otherwise(F.col("leo")).alias("leo"),
-            F.when(F.col("missing_now"), F.lit(None).cast("bigint"))
-            .when(truncates, cut).otherwise(F.col("truncation_offset")).alias("truncation_offset"),
-            rounds.alias("truncation_rounds"),
-            F.when(truncates, F.col("o")).otherwise(F.col("resume_offset")).alias("resume_offset"),
-            (F.col("missing_hwm") | F.col("missing_now")).alias("missing_hwm"),
-            (F.col("hwm_fallback") | F.col("o28").isNotNull()).alias("hwm_fallback"),
-            F.coalesce(F.col("truncation_offset_2_8"),
-                       F.when(F.col("o28_floor") < F.col("leo"), F.col("o28_floor"))).alias("truncation_offset_2_8"),
-            F.when(F.col("diverge"), F.concat("rounds_detail", F.array(detail))).otherwise(F.col("rounds_detail"))
-            .alias("rounds_detail"),
-            (~F.col("diverge") | F.col("final") | F.col("missing_now") | (rounds >= max_rounds)).alias("done"),
-        )
-        state = _cut(state.filter(F.col("done")).unionByName(updated))
-    return state.select(*KEY, *RESULT_COLUMNS)
+    )
+    final = F.aggregate(F.sequence(F.lit(1), F.lit(max_rounds)), init, lambda acc, _: _round(acc, max_rounds))
+    return with_floors.select(*KEY, final.alias("_s")).select(*KEY, *[F.col(f"_s.{c}").alias(c) for c in RESULT_COLUMNS])
 
 
 def kip101_offset(l_entries: Column, l_leo: Column, f_entries: Column) -> Column:

@@ -5,7 +5,9 @@ single-threaded Python parse + the reference model, at several input sizes.
 
 Each size is the number of batch lines in a generated snapshot (3 replicas per partition,
 ~100 batches per replica, one follower in ten diverged after an unclean election).
-Prints one table: seconds per stage and the ratios audit/scan and audit/python.
+Prints one table: seconds per stage, the ratios audit/scan and audit/python, and the
+number of Spark jobs the audit ran (parse, engine and the one job that computes every
+output table).
 """
 
 from __future__ import annotations
@@ -89,12 +91,13 @@ def main() -> None:
 
     from auditor import audit, load_snapshot
     from auditor.discovery import discover
+    from auditor.materialise import materialise, new_work_dir
     from auditor.spark import build_session
 
     spark = build_session(None, quiet=True)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="auditor-bench-"))
     print(f"{'batch lines':>12} {'partitions':>10} {'scan s':>8} {'audit s':>8} {'python s':>9} "
-          f"{'audit/scan':>10} {'audit/python':>12} {'diverged':>8}")
+          f"{'audit/scan':>10} {'audit/python':>12} {'diverged':>8} {'jobs':>5}")
     for size in [int(x) for x in args.sizes.split(",")]:
         root = work / f"snap-{size}"
         shutil.rmtree(root, ignore_errors=True)
@@ -106,17 +109,19 @@ def main() -> None:
         spark.read.text(files).filter(F.col("value").startswith("baseOffset")).count()
         scan = time.perf_counter() - t0
         t0 = time.perf_counter()
+        group = f"bench-{size}"
+        spark.sparkContext.setJobGroup(group, group)
         tables = audit(load_snapshot(spark, str(root)))
-        for df in tables.values():
-            df.count()
-        diverged = tables["replica_status"].filter(F.col("divergence_offset").isNotNull()).count()
+        stored = materialise(tables, new_work_dir(), "output")
+        jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+        diverged = stored["replica_status"].filter(F.col("divergence_offset").isNotNull()).count()
         full = time.perf_counter() - t0
         t0 = time.perf_counter()
         py_diverged = python_baseline(root)
         py = time.perf_counter() - t0
         assert py_diverged == diverged, (py_diverged, diverged)
         print(f"{size:>12} {partitions:>10} {scan:>8.1f} {full:>8.1f} {py:>9.1f} {full / scan:>10.1f} "
-              f"{full / py:>12.1f} {diverged:>8}", flush=True)
+              f"{full / py:>12.1f} {diverged:>8} {jobs:>5}", flush=True)
         shutil.rmtree(root, ignore_errors=True)
 
 

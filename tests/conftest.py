@@ -23,7 +23,7 @@ def spark() -> Iterator[object]:
         "spark.ui.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.memory": "2g",
-        "spark.sql.adaptive.enabled": "true",  # as in production (auditor.spark)
+        "spark.sql.adaptive.enabled": "false",  # as in production (auditor.spark)
     })
     yield session
 

@@ -48,9 +48,10 @@ def test_reference_assign_matches_kafka_examples() -> None:
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(logs=st.lists(replica_log(), min_size=40, max_size=40))
 def test_spark_lineage_matches_reference(spark, logs) -> None:  # type: ignore[no-untyped-def]
-    rows = [(SNAP, "t", i, 1, b, l, e) for i, log in enumerate(logs) for b, l, e in log]
+    rows = [(SNAP, "t", i, 1, b, l, e, None, "f", n) for i, log in enumerate(logs) for n, (b, l, e) in enumerate(log)]
     batches = spark.createDataFrame(
-        rows, "snapshot timestamp, topic string, partition int, replica int, base_offset bigint, last_offset bigint, epoch int")
+        rows, "snapshot timestamp, topic string, partition int, replica int, base_offset bigint, last_offset bigint, "
+              "epoch int, crc bigint, file string, line_number bigint")
     got_lineage: dict[int, list] = {}  # type: ignore[type-arg]
     for r in lineage.log_lineage(batches).collect():
         got_lineage.setdefault(r.partition, []).append((r.epoch, r.start_offset, r.end_offset, r.batch_count))

@@ -1,0 +1,96 @@
+"""Reliable materialisation: several DataFrames computed in one Spark job, kept as Parquet.
+
+The audit needs a few cut points (the parsed lines, the parsed snapshot, the per-replica
+facts, the output tables), each read by several later queries. They are written as
+Parquet files under the run's work directory, all frames of one cut point in a single
+write (a union of one struct column per frame, partitioned by frame name), and read back
+with their declared schemas. Files on disk are never evicted and never recomputed, so every
+later query, and the summary, reads exactly the same rows; and the planner sees their real
+size, so small tables are broadcast.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import shutil
+import tempfile
+from functools import reduce
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
+
+logger = logging.getLogger(__name__)
+
+TAG = "_frame"
+
+
+KEEP_ENV = "AUDITOR_KEEP_WORK_DIR"
+
+
+def keep_work_dirs() -> bool:
+    """True when ``AUDITOR_KEEP_WORK_DIR=1``: work dirs are left for inspection."""
+    return os.environ.get(KEEP_ENV, "") not in ("", "0")
+
+
+def new_work_dir(parent: str | None = None) -> str:
+    """A fresh directory for one audit's cut points, removed when the process exits
+    (kept when ``AUDITOR_KEEP_WORK_DIR=1``, to inspect every stored intermediate)."""
+    path = tempfile.mkdtemp(prefix="auditor-work-", dir=parent)
+    if keep_work_dirs():
+        logger.warning("keeping the work dir %s (%s is set)", path, KEEP_ENV)
+    else:
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+def frame_dir(work_dir: str, label: str, name: str) -> str:
+    """Where frame ``name`` of cut point ``label`` is stored."""
+    return os.path.join(work_dir, label, f"{TAG}={name}")
+
+
+def materialise(frames: dict[str, DataFrame], work_dir: str, label: str) -> dict[str, DataFrame]:
+    """Compute ``frames`` in one Spark job and return DataFrames reading the stored rows.
+
+    Args:
+        frames: name -> DataFrame (names are identifiers); every frame keeps its columns
+            and types (nullability aside: Parquet columns read back nullable).
+        work_dir: the run's work directory (:func:`new_work_dir`).
+        label: the cut point's name, unique within the run.
+
+    Returns:
+        name -> DataFrame over the Parquet files of that frame (no job to read the schema).
+    """
+    spark = next(iter(frames.values())).sparkSession
+    tagged = [df.select(F.lit(name).alias(TAG), F.struct(*[F.col(f"`{c}`") for c in df.columns]).alias(name))
+              for name, df in frames.items()]
+    union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), tagged)
+    union.write.mode("overwrite").partitionBy(TAG).parquet(os.path.join(work_dir, label))
+    return {name: read_frame(spark, work_dir, label, name, df.schema) for name, df in frames.items()}
+
+
+def read_frame(spark: SparkSession, work_dir: str, label: str, name: str, schema: StructType) -> DataFrame:
+    """Frame ``name`` of a stored cut point, with ``schema`` (empty when it had no rows)."""
+    path = frame_dir(work_dir, label, name)
+    if not os.path.isdir(path):
+        return spark.createDataFrame([], schema)
+    wrapped = StructType([StructField(name, schema)])
+    return spark.read.schema(wrapped).parquet(path).select(f"`{name}`.*")
+
+
+def read_frame_arrow(work_dir: str, label: str, name: str) -> pa.Table | None:
+    """Frame ``name`` of a stored cut point as an Arrow table, read without Spark; None
+    when it had no rows. Row order is the files' order (sorted by name)."""
+    path = frame_dir(work_dir, label, name)
+    if not os.path.isdir(path):
+        return None
+    files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".parquet"))
+    if not files:
+        return None
+    tables = [pq.read_table(f) for f in files]
+    struct = pa.concat_tables(tables).column(name).combine_chunks()
+    return pa.Table.from_struct_array(struct)
