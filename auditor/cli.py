@@ -131,10 +131,11 @@ def run_from_options(
         if cfg.format == "kafka" and not os.path.isdir(snapshot):
             raise InputError(f"input {snapshot} does not exist or is not a directory")
         progress("starting Spark")
-        from auditor.run import format_summary, run_audit
+        from auditor.run import format_summary, is_small_input, run_audit
         from auditor.spark import build_session
 
-        spark = build_session(cfg.master, conf=cfg.spark_conf, quiet=not verbose)
+        spark = build_session(cfg.master, conf=cfg.spark_conf, quiet=not verbose,
+                              small_input=is_small_input(snapshot))
         if not verbose:
             spark.sparkContext.setLogLevel("ERROR")
         result = run_audit(spark, snapshot, out, cfg, run_id=run_id, snapshot_label=snapshot_label,

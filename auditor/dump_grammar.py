@@ -98,18 +98,21 @@ def line_kind(line: Column) -> Column:
 
 
 def tokens(meta: Column) -> Column:
-    """The metadata part split at single spaces: ``name:`` tokens each followed by a value.
+    """The metadata part padded with a space at both ends, ready for :func:`field_text`.
 
-    One split per line replaces a regular-expression search per field; compute it once
-    (as its own column) and read fields with :func:`field_text`.
+    Compute it once per line (as its own column); each field is then found with native
+    byte searches (``instr``, ``substring_index``), with no regular expression and no
+    per-element array comparison.
     """
-    return F.split(meta, " ")
+    return F.concat(F.lit(" "), meta, F.lit(" "))
 
 
-def field_text(toks: Column, name: str) -> Column:
-    """The value token after ``name:`` in ``toks`` (:func:`tokens`), or null when absent."""
-    at = F.array_position(toks, f"{name}:")
-    value = F.when(at > 0, F.try_element_at(toks, (at + 1).cast(IntegerType())))
+def field_text(padded: Column, name: str) -> Column:
+    """The value after the first `` name: `` in ``padded`` (:func:`tokens`), up to the next
+    space; null when the field is absent or empty."""
+    key = f" {name}: "
+    first = F.substring_index(F.substring_index(padded, key, 2), key, -1)
+    value = F.when(F.instr(padded, key) > 0, F.substring_index(first, " ", 1))
     return F.when(value != "", value)
 
 

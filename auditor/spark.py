@@ -34,6 +34,7 @@ def build_session(
     app_name: str = "log-auditor",
     conf: dict[str, str] | None = None,
     quiet: bool = False,
+    small_input: bool = False,
 ) -> SparkSession:
     """Return the active SparkSession, or build one with the auditor's settings.
 
@@ -42,6 +43,9 @@ def build_session(
         app_name: application name shown in the Spark UI.
         conf: extra Spark settings, applied after :data:`BASE_CONF`.
         quiet: keep Spark's console log to errors from the JVM's start (the CLI's default).
+        small_input: the session will audit a small input: its JVM compiles with C1 only
+            (``-XX:TieredStopAtLevel=1``), which warms up sooner; Spark's planning, not data,
+            is the work there.
 
     Returns:
         The session. When one is already active (spark-submit, a notebook) it is reused.
@@ -61,9 +65,14 @@ def build_session(
     if master is None or master.startswith("local"):
         # Few, larger shuffle partitions suit one machine; clusters keep their own setting.
         settings["spark.sql.shuffle.partitions"] = str(max(4, 2 * (os.cpu_count() or 2)))
+    java_options = []
     if quiet:
         log_conf = Path(__file__).with_name("log4j2.properties")
-        settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={log_conf.as_uri()}"
+        java_options.append(f"-Dlog4j2.configurationFile={log_conf.as_uri()}")
+    if small_input:
+        java_options.append("-XX:TieredStopAtLevel=1")
+    if java_options:
+        settings["spark.driver.extraJavaOptions"] = " ".join(java_options)
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)

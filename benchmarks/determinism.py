@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+LABEL = "2026-01-01T00:00:00Z"  # every run audits the same snapshot label
 RUN_COLUMNS = {"run_id", "audit_time", "started_at", "finished_at", "finding_id", "first_seen"}
 TABLES = ("findings", "replica_status", "partition_status", "epoch_lineage", "parse_errors")
 
@@ -73,7 +74,7 @@ def main() -> None:
             out = work / f"out-{i}"
             t0 = time.perf_counter()
             done = subprocess.run([auditor, "audit", args.snapshot, "--out", str(out), "--fail-on", "never",
-                                   "--cluster", "determinism", "--conf", str(conf)],
+                                   "--cluster", "determinism", "--snapshot", LABEL, "--conf", str(conf)],
                                   capture_output=True, text=True)
             seconds.append(time.perf_counter() - t0)
             if done.returncode != 0:
@@ -83,7 +84,10 @@ def main() -> None:
                 if i == 0:
                     first[name] = rows
                 else:
-                    differing += len(set(rows) ^ set(first[name])) + abs(len(rows) - len(first[name]))
+                    diff = len(set(rows) ^ set(first[name])) + abs(len(rows) - len(first[name]))
+                    if diff:
+                        print(f"run {i + 1}: {name} differs in {diff} rows", file=sys.stderr)
+                    differing += diff
             if i > 0:
                 shutil.rmtree(out, ignore_errors=True)
             print(f"run {i + 1}/{args.runs}: {seconds[-1]:.1f}s, differing rows so far {differing}",

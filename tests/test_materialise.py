@@ -1,0 +1,45 @@
+"""Stored cut points: several frames in one job, read back unchanged, by Spark and by pyarrow."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from auditor.materialise import materialise, read_frame_arrow
+from auditor.run import is_small_input
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+@pytest.mark.spark
+def test_frames_of_one_cut_point_come_back_unchanged(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    batches = spark.createDataFrame(
+        [(T0, "t", 0, 1, 0, 9, None), (T0, "t", 0, 2, 10, 19, 7)],
+        "snapshot timestamp, topic string, partition int, replica int, base_offset bigint, last_offset bigint, "
+        "crc bigint")
+    errors = spark.createDataFrame([("f.txt", 3, "unrecognised line")], "file string, line_number bigint, error string")
+    empty = spark.createDataFrame([], "epoch int, start_offset bigint")
+    group = "materialise-test"
+    spark.sparkContext.setJobGroup(group, group)
+    stored = materialise({"batches": batches, "errors": errors, "empty": empty}, str(tmp_path), "cut")
+    jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+    assert jobs == 1  # all three frames in one job
+    for name, df in (("batches", batches), ("errors", errors), ("empty", empty)):
+        assert stored[name].columns == df.columns
+        assert sorted(stored[name].collect()) == sorted(df.collect())
+    arrow = read_frame_arrow(str(tmp_path), "cut", "batches")
+    assert arrow is not None
+    assert sorted(arrow.to_pylist(), key=lambda r: r["replica"]) == [
+        {"snapshot": T0, "topic": "t", "partition": 0, "replica": 1, "base_offset": 0, "last_offset": 9, "crc": None},
+        {"snapshot": T0, "topic": "t", "partition": 0, "replica": 2, "base_offset": 10, "last_offset": 19, "crc": 7}]
+    assert read_frame_arrow(str(tmp_path), "cut", "empty") is None
+
+
+def test_small_input_is_measured_by_bytes(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.txt").write_bytes(b"x" * 1000)
+    (tmp_path / "y.txt").write_bytes(b"y" * 1000)
+    assert is_small_input(str(tmp_path), limit=2001)
+    assert not is_small_input(str(tmp_path), limit=2000)
