@@ -97,7 +97,7 @@ def line_kind(line: Column) -> Column:
     )
 
 
-def tokens(meta: Column) -> Column:
+def padded(meta: Column) -> Column:
     """The metadata part padded with a space at both ends, ready for :func:`field_text`.
 
     Compute it once per line (as its own column); each field is then found with native
@@ -107,29 +107,29 @@ def tokens(meta: Column) -> Column:
     return F.concat(F.lit(" "), meta, F.lit(" "))
 
 
-def field_text(padded: Column, name: str) -> Column:
-    """The value after the first `` name: `` in ``padded`` (:func:`tokens`), up to the next
+def field_text(fields: Column, name: str) -> Column:
+    """The value after the first `` name: `` in ``fields`` (:func:`padded`), up to the next
     space; null when the field is absent or empty."""
     key = f" {name}: "
-    first = F.substring_index(F.substring_index(padded, key, 2), key, -1)
-    value = F.when(F.instr(padded, key) > 0, F.substring_index(first, " ", 1))
+    first = F.substring_index(F.substring_index(fields, key, 2), key, -1)
+    value = F.when(F.instr(fields, key) > 0, F.substring_index(first, " ", 1))
     return F.when(value != "", value)
 
 
-def field_long(toks: Column, name: str) -> Column:
+def field_long(fields: Column, name: str) -> Column:
     """A numeric field as BIGINT (null when absent or not a number)."""
-    return field_text(toks, name).try_cast(LongType())
+    return field_text(fields, name).try_cast(LongType())
 
 
-def field_int(toks: Column, name: str) -> Column:
+def field_int(fields: Column, name: str) -> Column:
     """A numeric field as INT (null when absent or not a number)."""
-    return field_text(toks, name).try_cast(IntegerType())
+    return field_text(fields, name).try_cast(IntegerType())
 
 
-def field_bool(toks: Column, *names: str) -> Column:
+def field_bool(fields: Column, *names: str) -> Column:
     """A ``true``/``false`` field, trying each spelling in ``names`` (e.g. isvalid/isValid);
     null when absent or neither ``true`` nor ``false``."""
-    values = [field_text(toks, n) for n in names]
+    values = [field_text(fields, n) for n in names]
     value = F.coalesce(*[F.when(v.isin("true", "false"), v) for v in values])
     return value == F.lit("true")
 

@@ -8,6 +8,7 @@ current batch) flows through :func:`auditor.lines.number_lines`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, Window
@@ -44,17 +45,17 @@ def classify_dump_lines(raw: DataFrame) -> DataFrame:
         raw: ``file_id, block_start, mono, text`` of dump files.
     """
     kind = F.col("kind")
-    toks = F.col("toks")
+    fields = F.col("fields")
     data_kind = kind.isin(*g.BATCH_KINDS, *g.REBUILT_KINDS, *g.RECORD_KINDS)
 
-    def field(builder, name: str, *more: str) -> Column:  # type: ignore[no-untyped-def]
-        return F.when(data_kind, builder(toks, name, *more))
+    def data_field(builder: Callable[..., Column], *names: str) -> Column:
+        return F.when(data_kind, builder(fields, *names))
 
     return (
         raw.select("file_id", "block_start", "mono", g.stripped(F.col("text")).alias("t"))
         .withColumn("kind", g.line_kind(F.col("t")))
         .withColumn("meta", F.when(kind.isin("blank", "notice"), F.lit(None)).otherwise(g.metadata_part(F.col("t"))))
-        .withColumn("toks", F.when(data_kind, g.tokens(F.col("meta"))))
+        .withColumn("fields", F.when(data_kind, g.padded(F.col("meta"))))
         .select(
             "file_id", "block_start", "mono", "kind", "t",
             # values carried forward in file order
@@ -63,19 +64,19 @@ def classify_dump_lines(raw: DataFrame) -> DataFrame:
             F.when(~kind.isin("unknown", "blank"),
                    kind.isin(*g.RECORD_KINDS) & F.col("t").rlike(r"(^|\s)(key|payload): ")).alias("known"),
             # fields (null where the kind has none)
-            field(g.field_long, "baseOffset").alias("f_base"),
-            field(g.field_long, "lastOffset").alias("f_last"),
-            field(g.field_long, "count").alias("f_count"),
-            field(g.field_int, "partitionLeaderEpoch").alias("f_epoch"),
-            field(g.field_long, "crc").alias("f_crc"),
-            field(g.field_bool, "isvalid", "isValid").alias("f_valid"),
-            field(g.field_bool, "isControl").alias("f_control"),
-            field(g.field_bool, "isTransactional").alias("f_txn"),
-            field(g.field_int, "magic").alias("f_magic"),
-            field(g.field_text, "compresscodec").alias("f_codec"),
+            data_field(g.field_long, "baseOffset").alias("f_base"),
+            data_field(g.field_long, "lastOffset").alias("f_last"),
+            data_field(g.field_long, "count").alias("f_count"),
+            data_field(g.field_int, "partitionLeaderEpoch").alias("f_epoch"),
+            data_field(g.field_long, "crc").alias("f_crc"),
+            data_field(g.field_bool, "isvalid", "isValid").alias("f_valid"),
+            data_field(g.field_bool, "isControl").alias("f_control"),
+            data_field(g.field_bool, "isTransactional").alias("f_txn"),
+            data_field(g.field_int, "magic").alias("f_magic"),
+            data_field(g.field_text, "compresscodec").alias("f_codec"),
             F.when(kind.isin(*g.RECORD_KINDS, *g.REBUILT_KINDS, "batch_legacy"),
                    F.regexp_extract(F.col("t"), r"^\|?\s*offset: (-?\d+)", 1)).alias("_off"),
-            field(g.field_long, "position").alias("f_position"),
+            data_field(g.field_long, "position").alias("f_position"),
             F.when(kind.isin("segment_start", "invalid_bytes"),
                    F.regexp_extract(F.col("t"), r"(?:^(?:Log s|S)tarting offset: |^Found )(\d+)", 1)).alias("_num"),
         )
