@@ -25,6 +25,8 @@ Line kinds (era letters as in KAFKA-FORMATS.md 1.4):
 
 from __future__ import annotations
 
+from functools import reduce
+
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType
@@ -35,6 +37,9 @@ _CONTENT_CUT = (
     r"(?:^|\s)(?:key:|payload:|headerKeys:|endTxnMarker:|controlType:|LeaderChange:|SnapshotHeader\b|"
     r"SnapshotFooter\b|KRaftVersion\b|KRaftVoters\b).*$"
 )
+
+_CONTENT_WORDS = ("key:", "payload:", "headerKeys:", "endTxnMarker:", "controlType:", "LeaderChange:",
+                  "SnapshotHeader", "SnapshotFooter", "KRaftVersion", "KRaftVoters")
 
 _NOTICES = "|".join([
     r"^.* is deprecated\. Please use .*$",
@@ -63,12 +68,18 @@ RECORD_KINDS = ("record", "record_content")
 
 def stripped(text: Column) -> Column:
     """The line without surrounding whitespace (pastes are often indented; CR of CRLF)."""
-    return F.trim(F.regexp_replace(text, r"[\r\t]+$", ""))
+    ragged = text.endswith("\r") | text.endswith("\t")
+    return F.trim(F.when(ragged, F.regexp_replace(text, r"[\r\t]+$", "")).otherwise(text))
 
 
 def metadata_part(line: Column) -> Column:
-    """The line cut before its first key, payload, header-keys or control-record field."""
-    return F.regexp_replace(line, _CONTENT_CUT, "")
+    """The line cut before its first key, payload, header-keys or control-record field.
+
+    Most lines hold none of those words: a few plain substring searches spare them the
+    regular expression.
+    """
+    maybe = reduce(lambda a, b: a | b, [line.contains(w) for w in _CONTENT_WORDS])
+    return F.when(maybe, F.regexp_replace(line, _CONTENT_CUT, "")).otherwise(line)
 
 
 def line_kind(line: Column) -> Column:
@@ -97,23 +108,21 @@ def line_kind(line: Column) -> Column:
     )
 
 
-def padded(meta: Column) -> Column:
-    """The metadata part padded with a space at both ends, ready for :func:`field_text`.
+def tokens(meta: Column) -> Column:
+    """The metadata part split at single spaces, after a leading empty token.
 
-    Compute it once per line (as its own column); each field is then found with native
-    byte searches (``instr``, ``substring_index``), with no regular expression and no
-    per-element array comparison.
+    Compute it once per line (as its own column). A field is then one array scan for its
+    ``name:`` token and one index: no regular expression, no string copy per field. The
+    leading empty token makes an absent field read as empty (``array_position`` gives 0).
     """
-    return F.concat(F.lit(" "), meta, F.lit(" "))
+    return F.split(F.concat(F.lit(" "), meta), " ")
 
 
-def field_text(fields: Column, name: str) -> Column:
-    """The value after the first `` name: `` in ``fields`` (:func:`padded`), up to the next
-    space; null when the field is absent or empty."""
-    key = f" {name}: "
-    first = F.substring_index(F.substring_index(fields, key, 2), key, -1)
-    value = F.when(F.instr(fields, key) > 0, F.substring_index(first, " ", 1))
-    return F.when(value != "", value)
+def field_text(toks: Column, name: str) -> Column:
+    """The token after the first ``name:`` token of ``toks`` (:func:`tokens`); null when the
+    field is absent or empty (two spaces, or a line cut after the name)."""
+    value = F.get(toks, F.array_position(toks, f"{name}:").cast(IntegerType()))
+    return F.nullif(value, F.lit(""))
 
 
 def field_long(fields: Column, name: str) -> Column:

@@ -55,7 +55,7 @@ def classify_dump_lines(raw: DataFrame) -> DataFrame:
         raw.select("file_id", "block_start", "mono", g.stripped(F.col("text")).alias("t"))
         .withColumn("kind", g.line_kind(F.col("t")))
         .withColumn("meta", F.when(kind.isin("blank", "notice"), F.lit(None)).otherwise(g.metadata_part(F.col("t"))))
-        .withColumn("fields", F.when(data_kind, g.padded(F.col("meta"))))
+        .withColumn("fields", F.when(data_kind, g.tokens(F.col("meta"))))
         .select(
             "file_id", "block_start", "mono", "kind", "t",
             # values carried forward in file order

@@ -12,6 +12,9 @@ is numbered by one task, which sorts (and, if it must, spills) its narrow rows.
 
 from __future__ import annotations
 
+import os
+import re
+import urllib.parse
 from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -30,25 +33,50 @@ def read_text_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]])
 
     The pair ``(block_start, mono)`` orders the lines of one file; :func:`number_lines`
     turns it into line numbers.
+
+    A line's file is found by its ``_metadata.file_path`` URI, looked up as Spark spells it
+    (taken from the scan's own file list, so no per-line decoding); a URI spelled otherwise
+    is decoded to a local path and looked up again, so no line is ever dropped.
     """
     schema = StructType([StructField("value", StringType())])
     if not files:
         return spark.createDataFrame([], "file_id int, block_start bigint, mono bigint, text string")
     raw = spark.read.schema(schema).text([f.path for _, f in files])
-    file_ids = spark.createDataFrame(
-        [(f.path, i) for i, f in files],
-        StructType([StructField("path", StringType(), False), StructField("file_id", IntegerType(), False)]),
-    )
-    return (
-        raw.select(
-            local_path(F.col("_metadata.file_path")).alias("path"),
-            F.col("_metadata.file_block_start").alias("block_start"),
-            F.monotonically_increasing_id().alias("mono"),
-            F.col("value").alias("text"),
-        )
-        .join(F.broadcast(file_ids), "path")
-        .select("file_id", "block_start", "mono", "text")
-    )
+    by_path = {os.path.abspath(f.path): i for i, f in files}
+    by_uri = {}
+    for uri in raw.inputFiles():
+        file_id = by_path.get(_uri_to_path(uri))
+        if file_id is not None:
+            for spelling in _uri_spellings(uri):
+                by_uri[spelling] = file_id
+    key_schema = StructType([StructField("k", StringType(), False), StructField("fid", IntegerType(), False)])
+    uri_ids = spark.createDataFrame(sorted(by_uri.items()), key_schema).select(
+        F.col("k").alias("uri"), F.col("fid").alias("uri_id"))
+    path_ids = spark.createDataFrame(sorted(by_path.items()), key_schema).select(
+        F.col("k").alias("path"), F.col("fid").alias("path_id"))
+    scanned = raw.select(
+        F.col("_metadata.file_path").alias("uri"),
+        F.col("_metadata.file_block_start").alias("block_start"),
+        F.monotonically_increasing_id().alias("mono"),
+        F.col("value").alias("text"),
+    ).join(F.broadcast(uri_ids), "uri", "left")
+    fallback = scanned.join(
+        F.broadcast(path_ids),
+        F.when(F.col("uri_id").isNull(), local_path(F.col("uri"))) == F.col("path"), "left")
+    return fallback.select(
+        F.coalesce(F.col("uri_id"), F.col("path_id")).alias("file_id"), "block_start", "mono", "text")
+
+
+def _uri_to_path(uri: str) -> str:
+    """``file:/a%20b`` or ``file:///a%20b`` -> ``/a b`` (as :func:`local_path` does in Spark)."""
+    rest = re.sub(r"^file:(//)?", "", uri)
+    return os.path.abspath(urllib.parse.unquote(rest))
+
+
+def _uri_spellings(uri: str) -> set[str]:
+    """The spellings of one local file URI: ``file:/p`` and ``file:///p``."""
+    rest = re.sub(r"^file:(//)?", "", uri)
+    return {uri, f"file:{rest}", f"file://{rest}"}
 
 
 def local_path(uri: Column) -> Column:
