@@ -19,13 +19,13 @@ __all__ = ["__version__", "audit", "load_snapshot"]
 
 if TYPE_CHECKING:
     from auditor.engine import audit
-    from auditor.snapshot import load_snapshot
+    from auditor.ingest.snapshot import load_snapshot
 
 
 def __getattr__(name: str) -> Any:
     # Lazy: `auditor --help` and the pure-Python tests never import pyspark.
     if name == "load_snapshot":
-        from auditor.snapshot import load_snapshot
+        from auditor.ingest.snapshot import load_snapshot
 
         return load_snapshot
     if name == "audit":

@@ -12,10 +12,10 @@ from typing import Any
 
 import click
 
-from auditor.checks import FAIL_ON_CHOICES, FORMATS, PROTOCOLS
+from auditor.checks.registry import FAIL_ON_CHOICES, FORMATS, PROTOCOLS
 from auditor.errors import AuditorError, InputError
-from auditor.kafka_text import DEFAULT_STYLE, DUMP_STYLES
 from auditor.simulator.history import FAULTS
+from auditor.simulator.kafka_text import DEFAULT_STYLE, DUMP_STYLES
 
 logger = logging.getLogger("auditor")
 
@@ -84,6 +84,10 @@ def audit_command(**kwargs: Any) -> None:
 @click.option("--segment-batches", default=500, show_default=True, type=click.IntRange(1),
               help="Batches per log segment (one dump file each).")
 @click.option("--topic-prefix", default="", help="Prepended to every topic name.")
+@click.option("--dump-layout", type=click.Choice(["per-segment", "per-broker"]), default="per-segment",
+              show_default=True,
+              help="One dump file per segment (in its partition folder), or one multi-section file per "
+                   "broker (fewer files: use it from about 10,000 partitions).")
 def simulate_command(snapshot: str, **kwargs: Any) -> None:
     """Simulate replication with injected faults and write a snapshot to SNAPSHOT.
 

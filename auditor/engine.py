@@ -11,14 +11,10 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from auditor import findings, lineage, schemas, status
-from auditor.checks import ALWAYS_COMPACTED, DEFAULT_PROTOCOL, PROTOCOLS
-from auditor.config import Config
-from auditor.errors import UsageError
-from auditor.leader import choose_leaders
-from auditor.materialise import materialise, new_work_dir
-from auditor.overtime import History, over_time_findings
-from auditor.pairs import (
+from auditor.checks import replica as replica_checks
+from auditor.checks import status
+from auditor.checks.overtime import History, over_time_findings
+from auditor.checks.pairs import (
     build_pairs,
     follower_status,
     follower_verdicts,
@@ -26,7 +22,14 @@ from auditor.pairs import (
     pair_findings,
     partition_findings,
 )
-from auditor.snapshot import Snapshot
+from auditor.checks.registry import ALWAYS_COMPACTED, DEFAULT_PROTOCOL, PROTOCOLS
+from auditor.config import Config
+from auditor.errors import UsageError
+from auditor.ingest.model import Snapshot
+from auditor.materialise import materialise, new_work_dir
+from auditor.semantics import lineage
+from auditor.semantics.leader import choose_leaders
+from auditor.sinks import schemas
 
 KEY = ["snapshot", "topic", "partition", "replica"]
 PARTITION = ["snapshot", "topic", "partition"]
@@ -126,11 +129,11 @@ def audit(
         cluster: stored in every row.
         audit_time: the run's start (default: now, UTC).
         config: severity overrides, allowlist and compacted topics (default: none).
-        history: earlier runs of the cluster (:func:`auditor.io.read_history`); without it
+        history: earlier runs of the cluster (:func:`auditor.sinks.delta.read_history`); without it
             the over-time checks see only the snapshots inside ``snapshot``.
 
     Returns:
-        ``{table name: DataFrame}`` with exactly the columns of :mod:`auditor.schemas`.
+        ``{table name: DataFrame}`` with exactly the columns of :mod:`auditor.sinks.schemas`.
     """
     chosen = protocol or DEFAULT_PROTOCOL[snapshot.format]
     if chosen not in PROTOCOLS:
@@ -171,14 +174,14 @@ def audit(
     usable_checkpoint = snapshot.epoch_cache.join(
         snapshot.replicas.filter(F.col("epoch_file_usable")).select(*KEY), KEY)
     raw_findings = reduce(DataFrame.unionByName, [
-        findings.batch_sequence_checks(batches, scope),
-        findings.corrupt_batches(batches, snapshot.segments),
-        findings.hwm_above_leo(facts),
-        findings.epoch_cache_mismatches(
+        replica_checks.batch_sequence_checks(batches, scope),
+        replica_checks.corrupt_batches(batches, snapshot.segments),
+        replica_checks.hwm_above_leo(facts),
+        replica_checks.epoch_cache_mismatches(
             usable_checkpoint.join(facts.filter(~F.col("epochless")).select(*KEY), KEY), rebuilt, facts, scope),
-        findings.missing_inputs(facts, snapshot.format == "table"),
+        replica_checks.missing_inputs(facts, snapshot.format == "table"),
         pair_findings(verdicts, chosen),
-        findings.compacted_cache_disagreements(pairs, cache),
+        replica_checks.compacted_cache_disagreements(pairs, cache),
         isr_incomplete(facts, batches, scope),
         partition_findings(leaders, facts),
         over_time.findings,

@@ -24,13 +24,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
-from auditor import __version__, io, schemas
-from auditor.checks import SEVERITY_RANK
+from auditor import __version__
+from auditor.checks.registry import SEVERITY_RANK
 from auditor.config import Config, validate_run_id
 from auditor.engine import audit
 from auditor.errors import InconsistentResultError
+from auditor.ingest.model import Snapshot
+from auditor.ingest.snapshot import load_snapshot
 from auditor.materialise import keep_work_dirs, materialise, new_work_dir, read_frame_arrow
-from auditor.snapshot import Snapshot, load_snapshot
+from auditor.sinks import delta as io
+from auditor.sinks import schemas
 
 logger = logging.getLogger(__name__)
 

@@ -16,12 +16,15 @@ import argparse
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from auditor import reference as ref
-from auditor.kafka_text import Batch, checkpoint_text, content_crc, dump_segment
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests/reference.py
+
+from auditor.simulator.kafka_text import Batch, checkpoint_text, content_crc, dump_segment  # noqa: E402
+from tests import reference as ref  # noqa: E402
 
 BATCHES_PER_REPLICA = 100
 LINE = re.compile(r"^baseOffset: (\d+) lastOffset: (\d+) .*partitionLeaderEpoch: (-?\d+) .* crc: (\d+) ")
@@ -90,7 +93,7 @@ def main() -> None:
     from pyspark.sql import functions as F
 
     from auditor import audit, load_snapshot
-    from auditor.discovery import discover
+    from auditor.ingest.discovery import discover
     from auditor.materialise import materialise, new_work_dir
     from auditor.spark import build_session
 

@@ -7,17 +7,23 @@
 #   OUT/broker=<id>/<logdir>/log-start-offset-checkpoint, recovery-point-offset-checkpoint
 #   OUT/topics-describe.txt   (with --bootstrap-server)
 #
+# With --per-broker-file the dumps of each log dir go into ONE multi-section file,
+# OUT/broker=<id>/<logdir>/kafka-dump-log.txt (one kafka-dump-log.sh run per partition,
+# over all its segments), instead of one file per segment: use it from about 10,000
+# partitions, where millions of small files cost more to list and open than to parse.
+#
 # The order makes a running broker yield a consistent snapshot: HWMs read before the logs
 # can only be lower than what the dumps hold, and epoch checkpoints read after the logs
 # cover every epoch the dumps show. Payloads are never dumped (no --print-data-log).
 #
 # usage: collect-broker-snapshot.sh --broker-id N --log-dirs DIR[,DIR...] --out OUT
 #            [--kafka-bin DIR] [--deep-iteration] [--bootstrap-server HOST:PORT]
+#            [--per-broker-file]
 set -euo pipefail
 
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-BROKER="" LOG_DIRS="" OUT="" KAFKA_BIN="${KAFKA_BIN:-}" DEEP="" BOOTSTRAP=""
+BROKER="" LOG_DIRS="" OUT="" KAFKA_BIN="${KAFKA_BIN:-}" DEEP="" BOOTSTRAP="" PER_BROKER=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --broker-id) BROKER="$2"; shift 2 ;;
@@ -26,6 +32,7 @@ while [ $# -gt 0 ]; do
         --kafka-bin) KAFKA_BIN="$2"; shift 2 ;;
         --deep-iteration) DEEP="--deep-iteration"; shift ;;
         --bootstrap-server) BOOTSTRAP="$2"; shift 2 ;;
+        --per-broker-file) PER_BROKER=1; shift ;;
         -h|--help) usage ;;
         *) echo "collect: unknown argument $1" >&2; usage ;;
     esac
@@ -66,13 +73,29 @@ for dir in "${DIRS[@]}"; do
         case "$pname" in *-delete|*-future|*-stray|__cluster_metadata-*) continue ;; esac
         [[ "$pname" =~ ^.+-[0-9]+$ ]] || continue
         mkdir -p "$DEST/$name/$pname"
-        for seg in "$part"/*.log; do
-            [ -f "$seg" ] || continue
-            "${DUMP[@]}" --files "$seg" $DEEP > "$DEST/$name/$pname/$(basename "$seg").txt" \
-                2> "$DEST/$name/$pname/$(basename "$seg").stderr" || \
-                echo "collect: kafka-dump-log.sh failed on $seg (kept its output)" >&2
-            segs=$((segs + 1))
-        done
+        if [ -n "$PER_BROKER" ]; then
+            # one run over every segment of the partition, appended to the log dir's file;
+            # each section's "Dumping <dir>/<topic>-<partition>/<segment>.log" header names
+            # its partition (SPEC 3.1: a per-broker file takes the partition from the header)
+            list=""
+            for seg in "$part"/*.log; do
+                [ -f "$seg" ] || continue
+                list="${list:+$list,}$seg"; segs=$((segs + 1))
+            done
+            if [ -n "$list" ]; then
+                "${DUMP[@]}" --files "$list" $DEEP >> "$DEST/$name/kafka-dump-log.txt" \
+                    2>> "$DEST/$name/kafka-dump-log.stderr" || \
+                    echo "collect: kafka-dump-log.sh failed on $part (kept its output)" >&2
+            fi
+        else
+            for seg in "$part"/*.log; do
+                [ -f "$seg" ] || continue
+                "${DUMP[@]}" --files "$seg" $DEEP > "$DEST/$name/$pname/$(basename "$seg").txt" \
+                    2> "$DEST/$name/$pname/$(basename "$seg").stderr" || \
+                    echo "collect: kafka-dump-log.sh failed on $seg (kept its output)" >&2
+                segs=$((segs + 1))
+            done
+        fi
         parts=$((parts + 1))
         if [ $((parts % 100)) -eq 0 ]; then echo "collect: $dir: $parts partitions, $segs segments dumped" >&2; fi
     done

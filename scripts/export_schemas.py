@@ -1,11 +1,11 @@
-"""Write schemas/<table>.json from auditor.schemas (run after changing a schema)."""
+"""Write schemas/<table>.json from auditor.sinks.schemas (run after changing a schema)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from auditor.schemas import OUTPUT_TABLES
+from auditor.sinks.schemas import OUTPUT_TABLES
 
 if __name__ == "__main__":
     out = Path(__file__).resolve().parents[1] / "schemas"

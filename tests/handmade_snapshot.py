@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from auditor.kafka_text import (
+from auditor.simulator.kafka_text import (
     Batch,
     PartitionMeta,
     checkpoint_text,

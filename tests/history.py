@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
-from auditor import reference as ref
+from tests import reference as ref
 
 
 @dataclass

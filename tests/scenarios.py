@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from auditor.kafka_text import (
+from auditor.simulator.kafka_text import (
     Batch,
     PartitionMeta,
     checkpoint_text,
@@ -13,7 +13,7 @@ from auditor.kafka_text import (
     describe_text,
     dump_segment,
 )
-from auditor.reference import rebuild_cache
+from tests.reference import rebuild_cache
 
 Span = tuple[int, int, int]  # (base, last, epoch)
 

@@ -7,9 +7,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from auditor.checkpoints import parse_checkpoints
-from auditor.describe import parse_describe
-from auditor.discovery import HWM, LEADER_EPOCH
+from auditor.ingest.checkpoints import parse_checkpoints
+from auditor.ingest.describe import parse_describe
+from auditor.ingest.discovery import HWM, LEADER_EPOCH
 
 pytestmark = pytest.mark.spark
 SNAP = datetime(2026, 1, 1, tzinfo=timezone.utc)

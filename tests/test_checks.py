@@ -11,8 +11,14 @@ from pyspark.sql import functions as F
 
 from auditor import audit, load_snapshot
 from auditor.config import AllowRule, Config
-from auditor.kafka_text import Batch, PartitionMeta, checkpoint_text, content_crc, dump_segment
 from auditor.run import _finding_summary
+from auditor.simulator.kafka_text import (
+    Batch,
+    PartitionMeta,
+    checkpoint_text,
+    content_crc,
+    dump_segment,
+)
 from tests.scenarios import Replica, add_hwm, write_describe, write_partition
 
 pytestmark = pytest.mark.spark

@@ -8,7 +8,7 @@ import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
-from auditor import discovery as d
+from auditor.ingest import discovery as d
 from tests.conftest import write
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,3 +67,42 @@ def test_bad_arguments_exit_2(tmp_path: Path) -> None:
     for args in ([], ["--broker-id", "x", "--log-dirs", str(tmp_path), "--out", str(tmp_path)]):
         result = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, check=False)
         assert result.returncode == 2
+
+
+FAKE_MULTI_DUMP = """#!/usr/bin/env bash
+# fake kafka-dump-log.sh: one "Dumping" section per file of --files a,b,c
+echo "$*" >> "$FAKE_LOG"
+IFS=',' read -r -a segs <<< "$2"
+for seg in "${segs[@]}"; do
+    echo "Dumping $seg"
+    echo "Log starting offset: 0"
+    echo "baseOffset: 0 lastOffset: 0 count: 1 partitionLeaderEpoch: 1 crc: 1 isvalid: true"
+done
+"""
+
+
+def test_per_broker_file_holds_every_section(tmp_path: Path) -> None:
+    logs = tmp_path / "kafka-logs"
+    for part in ("orders-0", "orders-1"):
+        write(logs / part / "00000000000000000000.log", "binary")
+        write(logs / part / "leader-epoch-checkpoint", "0\n1\n1 0\n")
+    write(logs / "orders-0" / "00000000000000000100.log", "binary")
+    write(logs / "replication-offset-checkpoint", "0\n1\norders 0 5\n")
+    kafka_bin = tmp_path / "bin"
+    write(kafka_bin / "kafka-dump-log.sh", FAKE_MULTI_DUMP).chmod(0o755)
+    out = tmp_path / "snapshot"
+    result = subprocess.run(
+        ["bash", str(SCRIPT), "--broker-id", "2", "--log-dirs", str(logs), "--out", str(out),
+         "--kafka-bin", str(kafka_bin), "--per-broker-file"],
+        capture_output=True, text=True, env={**os.environ, "FAKE_LOG": str(tmp_path / "calls")}, check=False)
+    assert result.returncode == 0, result.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert len(calls) == 2  # one run per partition, over all of its segments
+    assert calls[0].startswith(f"--files {logs}/orders-0/00000000000000000000.log,{logs}/orders-0/00000000000000000100.log")
+    found = d.discover(out, datetime.now(timezone.utc))
+    dumps = [f for f in found.files if f.kind == d.DUMP]
+    assert [(f.rel, f.topic) for f in dumps] == [("broker=2/logdir0-kafka-logs/kafka-dump-log.txt", None)]
+    text = (out / "broker=2" / "logdir0-kafka-logs" / "kafka-dump-log.txt").read_text()
+    assert text.count("Dumping ") == 3
+    epochs = sorted((f.topic, f.partition) for f in found.files if f.kind == d.LEADER_EPOCH)
+    assert epochs == [("orders", 0), ("orders", 1)]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from auditor import discovery as d
 from auditor.errors import InputError, UsageError
+from auditor.ingest import discovery as d
 from tests.conftest import write
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from auditor import audit, load_snapshot
-from auditor import reference as ref
-from auditor.kafka_text import PartitionMeta
+from auditor.simulator.kafka_text import PartitionMeta
+from tests import reference as ref
 from tests.history import History, histories
 from tests.scenarios import Replica, write_describe, write_partition
 

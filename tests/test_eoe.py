@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from auditor import reference
-from auditor.eoe import end_offset_for
+from auditor.semantics.eoe import end_offset_for
+from tests import reference
 
 pytestmark = pytest.mark.spark
 

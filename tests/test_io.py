@@ -8,7 +8,8 @@ import types
 
 import pytest
 
-from auditor import io, schemas
+from auditor.sinks import delta as io
+from auditor.sinks import schemas
 
 pytestmark = pytest.mark.spark
 

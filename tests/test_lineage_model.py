@@ -9,7 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from auditor import lineage, reference
+from auditor.semantics import lineage
+from tests import reference
 
 SNAP = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

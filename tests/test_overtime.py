@@ -11,9 +11,9 @@ from deltalake import DeltaTable
 
 from auditor import audit, load_snapshot
 from auditor.config import Config
-from auditor.io import read_history
-from auditor.kafka_text import PartitionMeta
 from auditor.run import run_audit
+from auditor.simulator.kafka_text import PartitionMeta
+from auditor.sinks.delta import read_history
 from tests.scenarios import Replica, write_describe, write_partition
 
 pytestmark = pytest.mark.spark

@@ -11,9 +11,9 @@ from deltalake import DeltaTable
 
 from auditor import run as run_module
 from auditor.config import Config
-from auditor.io import arrow_schema
 from auditor.run import format_summary, run_audit
-from auditor.schemas import OUTPUT_TABLES
+from auditor.sinks.delta import arrow_schema
+from auditor.sinks.schemas import OUTPUT_TABLES
 from tests.handmade_snapshot import write_demo_snapshot
 
 pytestmark = pytest.mark.spark

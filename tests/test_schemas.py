@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import StructType
 
-from auditor import schemas
-from auditor.io import arrow_schema
+from auditor.sinks import schemas
+from auditor.sinks.delta import arrow_schema
 
 REPO = Path(__file__).resolve().parents[1]
 

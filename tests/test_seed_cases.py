@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from auditor import audit, load_snapshot
-from auditor.kafka_text import PartitionMeta
+from auditor.simulator.kafka_text import PartitionMeta
 from tests.conftest import write
 from tests.scenarios import Replica, write_describe, write_partition
 

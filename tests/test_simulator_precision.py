@@ -27,6 +27,10 @@ CASES = {
                             faults="lossy-shutdown=3,stale-epoch-checkpoint=3,lost-epoch-checkpoint=2,"
                                    "corrupt-batch=2,torn-tail=2,stopped-follower=2",
                             dump_style="1.0", segment_batches=5),
+    # one multi-section dump file per broker and log dir (SPEC 3.1: sections take their
+    # partition from the header), as collect-broker-snapshot.sh --per-broker-file writes it
+    "per-broker-file-3.3": dict(seed=14, brokers=3, topics=2, partitions=6, batches=20, faults="all=2",
+                                segment_batches=7, dump_layout="per-broker"),
 }
 
 

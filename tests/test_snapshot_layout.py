@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from auditor import engine, load_snapshot
-from auditor.kafka_text import Batch, checkpoint_text, dump_segment
+from auditor.simulator.kafka_text import Batch, checkpoint_text, dump_segment
 
 pytestmark = pytest.mark.spark
 T1 = datetime(2026, 3, 1, 12, tzinfo=timezone.utc)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from auditor.errors import InputError
-from auditor.kafka_text import (
+from auditor.simulator.kafka_text import (
     DEFAULT_STYLE,
     Batch,
     DumpStyle,
@@ -149,11 +149,20 @@ def plan_faults(counts: Counter[str], partitions: int, seed: int) -> dict[int, l
     return plan
 
 
+#: How dumps are laid out on disk (SPEC 3.1 reads both).
+DUMP_LAYOUTS = ("per-segment", "per-broker")
+#: The per-broker file's name under ``broker=N/data/``.
+PER_BROKER_DUMP = "kafka-dump-log.txt"
+
+
 class _Writer:
     """Streams one snapshot to disk."""
 
-    def __init__(self, root: Path, brokers: int, style: DumpStyle, records: bool, segment_batches: int) -> None:
+    def __init__(self, root: Path, brokers: int, style: DumpStyle, records: bool, segment_batches: int,
+                 dump_layout: str = "per-segment") -> None:
         self.root, self.style, self.records = root, style, records
+        self.dump_layout = dump_layout
+        self.broker_dumps: dict[int, IO[str]] = {}
         self.segment_batches = max(1, segment_batches)
         self.summary_files = 0
         self.bytes = 0
@@ -221,12 +230,27 @@ class _Writer:
             lines = dump_lines(LOG_DIR, h.topic, h.partition, seg_base, batches,
                                invalid_bytes=r.torn_bytes if i == newest else 0, style=self.style,
                                records=self.records)
-            with open(folder / f"{segment_file_name(seg_base)}.txt", "w", encoding="utf-8", buffering=1 << 20) as out:
-                self.bytes += sum(out.write(line) for line in lines)
-            self.summary_files += 1
+            if self.dump_layout == "per-broker":
+                self.bytes += sum(self._broker_dump(broker).write(line) for line in lines)
+            else:
+                with open(folder / f"{segment_file_name(seg_base)}.txt", "w", encoding="utf-8",
+                          buffering=1 << 20) as out:
+                    self.bytes += sum(out.write(line) for line in lines)
+                self.summary_files += 1
             self.batches += len(batches)
 
+    def _broker_dump(self, broker: int) -> IO[str]:
+        """The broker's one multi-section dump file (``--dump-layout per-broker``), which sits
+        above the partition folders, as a collector's per-broker file does (SPEC 3.1)."""
+        if broker not in self.broker_dumps:
+            path = self.root / f"broker={broker}" / "data" / PER_BROKER_DUMP
+            self.broker_dumps[broker] = open(path, "w", encoding="utf-8", buffering=1 << 20)  # noqa: SIM115
+            self.summary_files += 1
+        return self.broker_dumps[broker]
+
     def close(self, seed: int, plan: list[dict[str, object]]) -> None:
+        for dump in self.broker_dumps.values():
+            dump.close()
         for b, part in self.hwm_parts.items():
             part.close()
             final = self.root / f"broker={b}" / "data" / "replication-offset-checkpoint"
@@ -256,7 +280,8 @@ class _Writer:
 def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: int = 3, batches: int = 40,
              faults: str | None = "all", seed: int = 1, replication_factor: int = 3, min_isr: int = 2,
              dump_style: str = DEFAULT_STYLE, records: bool = False, segment_batches: int = 500,
-             topic_prefix: str = "", progress: Callable[[int], None] | None = None) -> SimulationSummary:
+             topic_prefix: str = "", progress: Callable[[int], None] | None = None,
+             dump_layout: str = "per-segment") -> SimulationSummary:
     """Simulate and write a snapshot under ``root`` (which must not hold one already).
 
     Args:
@@ -265,6 +290,10 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
         faults: fault spec (:func:`parse_faults`).
         topic_prefix: prepended to every topic name (to merge several simulations into one input).
         progress: called with the number of partitions just finished.
+        dump_layout: ``per-segment`` (one dump file per segment in its partition folder, as
+            ``kafka-dump-log.sh --files <segment>`` prints it) or ``per-broker`` (one
+            multi-section file per broker and log dir, holding every segment's dump: far
+            fewer files for clusters of 10^4 partitions and more).
     """
     started = time.monotonic()
     if brokers < 1 or topics < 1 or partitions < 1 or batches < 1:
@@ -284,7 +313,9 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
     names = topic_names(topics, topic_prefix)
     total = topics * partitions
     plan = plan_faults(counts, total, seed)
-    writer = _Writer(base, brokers, style, records, segment_batches)
+    if dump_layout not in DUMP_LAYOUTS:
+        raise InputError(f"--dump-layout {dump_layout!r}: one of {', '.join(DUMP_LAYOUTS)}")
+    writer = _Writer(base, brokers, style, records, segment_batches, dump_layout)
     summary = SimulationSummary(base, brokers, topics, total)
     applied: list[dict[str, object]] = []
     index = 0

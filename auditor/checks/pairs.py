@@ -5,16 +5,16 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from auditor.divergence import (
+from auditor.checks.rows import finding, s
+from auditor.semantics.divergence import (
     compared_batches,
     divergence_offsets,
     first_missing,
     raft_offsets,
     same_epoch_conflicts,
 )
-from auditor.eoe import cache_arrays
-from auditor.findings import finding, s
-from auditor.truncation import least_strict, truncate_epoch, truncate_one_step
+from auditor.semantics.eoe import cache_arrays
+from auditor.semantics.truncation import least_strict, truncate_epoch, truncate_one_step
 
 KEY = ["snapshot", "topic", "partition", "replica"]
 PARTITION = ["snapshot", "topic", "partition"]

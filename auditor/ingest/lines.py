@@ -21,7 +21,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from auditor.discovery import InputFile
+from auditor.ingest.discovery import InputFile
 
 
 def read_text_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) -> DataFrame:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from auditor.eoe import ENTRY, eoe, latest_epoch
+from auditor.semantics.eoe import ENTRY, eoe, latest_epoch
 
 KEY = ["snapshot", "topic", "partition", "replica"]
 MAX_ROUNDS = 64

@@ -2,7 +2,7 @@
 
 Spark's Delta writer when the session has Delta's classes (a cluster started with the
 Delta jars), else the ``deltalake`` package from Arrow, so the embedded default works with
-no access to Maven. Both declare the schemas of :mod:`auditor.schemas` explicitly and
+no access to Maven. Both declare the schemas of :mod:`auditor.sinks.schemas` explicitly and
 write UTC-aware timestamps; both replace exactly one run's rows (``run_id = ...``).
 """
 
@@ -18,11 +18,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from auditor.errors import OutputError
-from auditor.schemas import PARTITION_COLUMNS
+from auditor.sinks.schemas import PARTITION_COLUMNS
 from auditor.spark import has_delta_classes
 
 if TYPE_CHECKING:
-    from auditor.overtime import History
+    from auditor.checks.overtime import History
 
 logger = logging.getLogger(__name__)
 
@@ -251,8 +251,8 @@ def read_history(spark: SparkSession, out: str, cluster: str, run_id: str) -> Hi
     or None when there is none."""
     from pyspark.sql import functions as F
 
-    from auditor.overtime import History
-    from auditor.schemas import OUTPUT_TABLES
+    from auditor.checks.overtime import History
+    from auditor.sinks.schemas import OUTPUT_TABLES
 
     runs = read_rows(spark, table_path(out, "runs"), OUTPUT_TABLES["runs"], cluster)
     if runs is None:

@@ -5,11 +5,8 @@ A replica is ``(snapshot, topic, partition, replica)`` where ``replica`` is the 
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import reduce
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -22,12 +19,13 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from auditor import discovery as d
-from auditor.checkpoints import parse_checkpoints
-from auditor.describe import parse_describe
-from auditor.dumps import parse_dumps
 from auditor.errors import UsageError
-from auditor.lines import number_lines, read_text_lines
+from auditor.ingest import discovery as d
+from auditor.ingest.checkpoints import parse_checkpoints
+from auditor.ingest.describe import parse_describe
+from auditor.ingest.dumps import parse_dumps
+from auditor.ingest.lines import number_lines, read_text_lines
+from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, Snapshot
 from auditor.materialise import materialise, new_work_dir
 
 FILES_SCHEMA = StructType([
@@ -37,54 +35,6 @@ FILES_SCHEMA = StructType([
     StructField("topic", StringType()), StructField("partition", IntegerType()),
     StructField("size", LongType(), False),
 ])
-
-ERRORS_SCHEMA = StructType([
-    StructField("snapshot", TimestampType()), StructField("broker", IntegerType()),
-    StructField("file", StringType(), False), StructField("line_number", LongType()),
-    StructField("byte_offset", LongType()), StructField("line", StringType()),
-    StructField("error", StringType(), False),
-])
-
-REPLICA = ("snapshot", "topic", "partition", "replica")
-
-
-@dataclass
-class Snapshot:
-    """Parsed inputs of one audit: DataFrames plus what the file walk found.
-
-    Attributes:
-        batches: one row per batch of each replica's log (``replica`` = broker id).
-        epoch_cache: entries of usable ``leader-epoch-checkpoint`` files.
-        hwm: each replica's ``replication-offset-checkpoint`` entry, as written.
-        metadata: partition lines of ``topics-describe.txt``.
-        parse_errors: quarantined lines and unusable files.
-        segments: dumped ``.log`` segments per replica (base offset, invalid trailing bytes).
-        log_start: ``log-start-offset-checkpoint`` entries per replica.
-        recovery_point: ``recovery-point-offset-checkpoint`` entries per replica.
-        topics: per-topic ``cleanup.policy`` from ``topics-describe.txt``.
-        replicas: every replica holding data, with what inputs it has.
-        accounting: per input file, lines read / parsed / skipped / quarantined.
-    """
-
-    format: str
-    root: str
-    snapshots: list[datetime]
-    batches: DataFrame
-    epoch_cache: DataFrame
-    hwm: DataFrame
-    metadata: DataFrame
-    parse_errors: DataFrame
-    segments: DataFrame
-    log_start: DataFrame
-    recovery_point: DataFrame
-    topics: DataFrame
-    replicas: DataFrame
-    accounting: DataFrame
-    work_dir: str = ""
-    files_read: int = 0
-    files_skipped: Counter[str] = field(default_factory=Counter)
-    extra: dict[str, Any] = field(default_factory=dict)
-
 
 def load_snapshot(
     spark: SparkSession,
@@ -111,7 +61,7 @@ def load_snapshot(
     """
     now = default_snapshot or datetime.now(timezone.utc)
     if format == "table":
-        from auditor.tabular import load_tables
+        from auditor.ingest.tabular import load_tables
 
         return load_tables(spark, path, snapshot=snapshot, default_snapshot=now,
                            work_dir=work_dir or new_work_dir())

@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType
 
-from auditor.discovery import LEADER_EPOCH
+from auditor.ingest.discovery import LEADER_EPOCH
 
 
 @dataclass(frozen=True)

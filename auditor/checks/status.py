@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from auditor.findings import severity_name, severity_rank
+from auditor.checks.rows import severity_name, severity_rank
 
 REPLICA = ["snapshot", "topic", "partition", "replica"]
 PARTITION = ["snapshot", "topic", "partition"]

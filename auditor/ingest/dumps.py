@@ -3,7 +3,7 @@
 Every line gets exactly one disposition: ``parsed``, ``skipped`` (headers, notices, blank
 lines, index sections, payload continuations) or ``quarantined`` (a ``parse_errors`` row).
 All transforms are DataFrame -> DataFrame; the only per-file state (current section,
-current batch) flows through :func:`auditor.lines.number_lines`.
+current batch) flows through :func:`auditor.ingest.lines.number_lines`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType
 
-from auditor import dump_grammar as g
-from auditor.lines import number_lines, position
+from auditor.ingest import dump_grammar as g
+from auditor.ingest.lines import number_lines, position
 from auditor.materialise import materialise
 
 UNCOMPRESSED = ("none", "NONE", "NoCompressionCodec")

@@ -9,9 +9,11 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from auditor.checks import BATCH_ORDER
-
 REPLICA = ["snapshot", "topic", "partition", "replica"]
+
+#: A total order of one replica's batches: by offsets and epoch, then by CRC, then by the
+#: file and line that printed the batch, so windows never depend on how rows arrive.
+BATCH_ORDER = ("base_offset", "last_offset", "epoch", "crc", "file", "line_number")
 
 
 def replica_offsets(batches: DataFrame, segments: DataFrame, log_start: DataFrame) -> DataFrame:

@@ -25,11 +25,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from auditor.discovery import parse_snapshot_label
 from auditor.errors import InputError
-from auditor.lines import number_lines, read_text_lines
+from auditor.ingest.discovery import parse_snapshot_label
+from auditor.ingest.lines import number_lines, read_text_lines
+from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, Snapshot
 from auditor.materialise import materialise
-from auditor.snapshot import ERRORS_SCHEMA, REPLICA, Snapshot
 
 I, L, S, T = IntegerType(), LongType(), StringType(), TimestampType()
 
@@ -86,7 +86,7 @@ def _validated(rows: DataFrame, name: str, columns: list[str]) -> DataFrame:
 
 def _read_csv(spark: SparkSession, files: list[tuple[int, str]], name: str, root: Path) -> tuple[DataFrame, DataFrame]:
     """CSV rows as strings with line numbers, plus per-line dispositions."""
-    from auditor.discovery import InputFile
+    from auditor.ingest.discovery import InputFile
 
     fake = [(i, InputFile(path=os.path.abspath(p), rel=os.path.relpath(p, root), kind=name,
                           snapshot=datetime.min, broker=None, log_dir=None, topic=None,
@@ -115,7 +115,7 @@ def _read_csv(spark: SparkSession, files: list[tuple[int, str]], name: str, root
 def _read_parquet(spark: SparkSession, files: list[tuple[int, str]], name: str) -> DataFrame:
     df = spark.read.parquet(*[p for _, p in files])
     ids = spark.createDataFrame([(os.path.abspath(p), i) for i, p in files], "path string, file_id int")
-    from auditor.lines import local_path
+    from auditor.ingest.lines import local_path
 
     cols = [c for c in df.columns]
     rows = df.select(

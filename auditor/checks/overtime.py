@@ -21,7 +21,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from auditor.findings import finding, s
+from auditor.checks.rows import finding, s
 
 PARTITION = ["snapshot", "topic", "partition"]
 TP = ["topic", "partition"]

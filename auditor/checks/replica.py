@@ -1,54 +1,18 @@
-"""Building ``findings`` rows (SPEC section 5): one helper shapes every check's rows, and
-the per-replica checks that need only one replica's log and checkpoints live here."""
+"""The per-replica checks of SPEC section 5: those that need only one replica's log and
+checkpoints."""
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from auditor.checks import BATCH_ORDER, SEVERITY_RANK
-
-KEY = ["snapshot", "topic", "partition", "replica"]
-PARTITION = ["snapshot", "topic", "partition"]
-FINDING_COLUMNS = ["snapshot", "topic", "partition", "replica", "check", "severity",
-                   "offset_start", "offset_end", "epoch", "message", "details"]
-
-
-def finding(df: DataFrame, check: str, severity: Column | str, start: Column | None, end: Column | None,
-            epoch: Column | None, message: Column, details: Column, replica: Column | None = None) -> DataFrame:
-    """Shape ``df``'s rows into findings of ``check``; ``details`` is a struct turned to JSON."""
-    sev = F.lit(severity) if isinstance(severity, str) else severity
-    return df.select(
-        "snapshot", "topic", "partition",
-        (replica if replica is not None else F.col("replica")).cast("int").alias("replica"),
-        F.lit(check).alias("check"), sev.alias("severity"),
-        (start if start is not None else F.lit(None)).cast("bigint").alias("offset_start"),
-        (end if end is not None else F.lit(None)).cast("bigint").alias("offset_end"),
-        (epoch if epoch is not None else F.lit(None)).cast("int").alias("epoch"),
-        message.alias("message"), F.to_json(details).alias("details"),
-    )
-
-
-def severity_rank(col: Column) -> Column:
-    """``CRITICAL`` 4, ``ERROR`` 3, ``WARNING`` 2, ``INFO`` 1 (:data:`auditor.checks.SEVERITY_RANK`)."""
-    rank: Column = F.lit(None)
-    for name, value in SEVERITY_RANK.items():
-        rank = F.when(col == name, F.lit(value)).otherwise(rank)
-    return rank
-
-
-def severity_name(rank: Column) -> Column:
-    """The inverse of :func:`severity_rank` (null stays null)."""
-    name: Column = F.lit(None).cast("string")
-    for level, value in SEVERITY_RANK.items():
-        name = F.when(rank == value, F.lit(level)).otherwise(name)
-    return name
-
-
-def s(col: str | Column) -> Column:
-    """A column as text for messages ('none' for null)."""
-    c = F.col(col) if isinstance(col, str) else col
-    return F.coalesce(c.cast("string"), F.lit("none"))
+from auditor.checks.rows import (
+    KEY,
+    PARTITION,
+    finding,
+    s,
+)
+from auditor.semantics.lineage import BATCH_ORDER
 
 
 def batch_sequence_checks(batches: DataFrame, scope: DataFrame) -> DataFrame:
@@ -232,7 +196,7 @@ def compacted_cache_disagreements(pairs: DataFrame, cache: DataFrame) -> DataFra
     only one side has is an ``EPOCH_CACHE_MISMATCH`` of the follower naming the leader.
 
     Args:
-        pairs: from :func:`auditor.pairs.build_pairs` (``replica`` = the follower).
+        pairs: from :func:`auditor.checks.pairs.build_pairs` (``replica`` = the follower).
         cache: effective caches (``KEY, epoch, start_offset, log_end_offset``).
     """
     p = pairs.filter(F.col("compacted") & F.col("hmax").isNotNull()).select(

@@ -1,0 +1,1 @@
+"""Reading a snapshot: discovery, the line grammars and parsers, the Snapshot of DataFrames."""

@@ -1,0 +1,68 @@
+"""The shape every input format is loaded into: :class:`Snapshot`, a dataclass of DataFrames.
+
+A replica is ``(snapshot, topic, partition, replica)`` where ``replica`` is the broker id.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql.types import (
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+ERRORS_SCHEMA = StructType([
+    StructField("snapshot", TimestampType()), StructField("broker", IntegerType()),
+    StructField("file", StringType(), False), StructField("line_number", LongType()),
+    StructField("byte_offset", LongType()), StructField("line", StringType()),
+    StructField("error", StringType(), False),
+])
+
+REPLICA = ("snapshot", "topic", "partition", "replica")
+
+
+@dataclass
+class Snapshot:
+    """Parsed inputs of one audit: DataFrames plus what the file walk found.
+
+    Attributes:
+        batches: one row per batch of each replica's log (``replica`` = broker id).
+        epoch_cache: entries of usable ``leader-epoch-checkpoint`` files.
+        hwm: each replica's ``replication-offset-checkpoint`` entry, as written.
+        metadata: partition lines of ``topics-describe.txt``.
+        parse_errors: quarantined lines and unusable files.
+        segments: dumped ``.log`` segments per replica (base offset, invalid trailing bytes).
+        log_start: ``log-start-offset-checkpoint`` entries per replica.
+        recovery_point: ``recovery-point-offset-checkpoint`` entries per replica.
+        topics: per-topic ``cleanup.policy`` from ``topics-describe.txt``.
+        replicas: every replica holding data, with what inputs it has.
+        accounting: per input file, lines read / parsed / skipped / quarantined.
+    """
+
+    format: str
+    root: str
+    snapshots: list[datetime]
+    batches: DataFrame
+    epoch_cache: DataFrame
+    hwm: DataFrame
+    metadata: DataFrame
+    parse_errors: DataFrame
+    segments: DataFrame
+    log_start: DataFrame
+    recovery_point: DataFrame
+    topics: DataFrame
+    replicas: DataFrame
+    accounting: DataFrame
+    work_dir: str = ""
+    files_read: int = 0
+    files_skipped: Counter[str] = field(default_factory=Counter)
+    extra: dict[str, Any] = field(default_factory=dict)

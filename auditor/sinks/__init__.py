@@ -1,0 +1,1 @@
+"""Where results go: the output tables' schemas and the Delta writers."""
