@@ -24,6 +24,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
+from auditor.spark import local_frame
+
 logger = logging.getLogger(__name__)
 
 TAG = "_frame"
@@ -77,7 +79,7 @@ def read_frame(spark: SparkSession, work_dir: str, label: str, name: str, schema
     """Frame ``name`` of a stored cut point, with ``schema`` (empty when it had no rows)."""
     path = frame_dir(work_dir, label, name)
     if not os.path.isdir(path):
-        return spark.createDataFrame([], schema)
+        return local_frame(spark, [], schema)
     wrapped = StructType([StructField(name, schema)])
     return spark.read.schema(wrapped).parquet(path).select(f"`{name}`.*")
 

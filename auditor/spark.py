@@ -8,7 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from collections.abc import Sequence
+
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 logger = logging.getLogger(__name__)
 
@@ -109,3 +112,25 @@ def has_delta_classes(spark: SparkSession) -> bool:
         return True
     except Exception:  # py4j raises Py4JJavaError, a missing gateway AttributeError
         return False
+
+
+def local_frame(spark: SparkSession, rows: Sequence[Sequence[object]], schema: StructType | str) -> DataFrame:
+    """A DataFrame of driver-side rows (file lists, lookup tables): a local relation.
+
+    Built through Arrow, so the plan holds the rows themselves (``LocalTableScan``):
+    reading or broadcasting them starts no Python worker and no Spark job, where
+    ``createDataFrame`` over a Python list is a Python RDD (about a second per use on a
+    cold JVM).
+    """
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    struct = schema if isinstance(schema, StructType) else _parse_datatype_string(schema)
+    assert isinstance(struct, StructType)
+    arrow_schema = to_arrow_schema(struct)
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in struct.fields]
+    table = pa.Table.from_arrays(
+        [pa.array(list(col), type=field.type) for col, field in zip(columns, arrow_schema, strict=True)],
+        schema=arrow_schema)
+    return spark.createDataFrame(table, struct)

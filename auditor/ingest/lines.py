@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from auditor.ingest.discovery import InputFile
+from auditor.spark import local_frame
 
 
 def read_text_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) -> DataFrame:
@@ -40,7 +41,7 @@ def read_text_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]])
     """
     schema = StructType([StructField("value", StringType())])
     if not files:
-        return spark.createDataFrame([], "file_id int, block_start bigint, mono bigint, text string")
+        return local_frame(spark, [], "file_id int, block_start bigint, mono bigint, text string")
     raw = spark.read.schema(schema).text([f.path for _, f in files])
     by_path = {os.path.abspath(f.path): i for i, f in files}
     by_uri = {}
@@ -50,9 +51,9 @@ def read_text_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]])
             for spelling in _uri_spellings(uri):
                 by_uri[spelling] = file_id
     key_schema = StructType([StructField("k", StringType(), False), StructField("fid", IntegerType(), False)])
-    uri_ids = spark.createDataFrame(sorted(by_uri.items()), key_schema).select(
+    uri_ids = local_frame(spark, sorted(by_uri.items()), key_schema).select(
         F.col("k").alias("uri"), F.col("fid").alias("uri_id"))
-    path_ids = spark.createDataFrame(sorted(by_path.items()), key_schema).select(
+    path_ids = local_frame(spark, sorted(by_path.items()), key_schema).select(
         F.col("k").alias("path"), F.col("fid").alias("path_id"))
     scanned = raw.select(
         F.col("_metadata.file_path").alias("uri"),

@@ -27,6 +27,7 @@ from auditor.ingest.dumps import parse_dumps
 from auditor.ingest.lines import number_lines, read_text_lines
 from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, Snapshot
 from auditor.materialise import materialise, new_work_dir
+from auditor.spark import local_frame
 
 FILES_SCHEMA = StructType([
     StructField("file_id", IntegerType(), False), StructField("rel", StringType(), False),
@@ -73,7 +74,8 @@ def load_snapshot(
 
 def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str) -> Snapshot:
     indexed = list(enumerate(found.files))
-    files = spark.createDataFrame(
+    files = local_frame(
+        spark,
         [(i, f.rel, f.kind, f.snapshot, f.broker, f.log_dir, f.topic, f.partition, f.size) for i, f in indexed],
         FILES_SCHEMA,
     )
@@ -114,7 +116,8 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str) -> Snaps
              *[F.coalesce(F.col(c), F.lit(0)).alias(c) for c in
                ("lines", "lines_parsed", "lines_skipped", "lines_quarantined")])
 
-    problems = spark.createDataFrame(
+    problems = local_frame(
+        spark,
         [(p.snapshot, p.broker, p.rel, None, 0, None, p.error) for p in found.problems], ERRORS_SCHEMA)
     line_errors = line_dispositions.filter(F.col("disposition") == "quarantined").select(
         "snapshot", "broker", F.col("rel").alias("file"), "line_number",

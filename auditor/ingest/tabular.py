@@ -30,6 +30,7 @@ from auditor.ingest.discovery import parse_snapshot_label
 from auditor.ingest.lines import number_lines, read_text_lines
 from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, Snapshot
 from auditor.materialise import materialise
+from auditor.spark import local_frame
 
 I, L, S, T = IntegerType(), LongType(), StringType(), TimestampType()
 
@@ -114,7 +115,7 @@ def _read_csv(spark: SparkSession, files: list[tuple[int, str]], name: str, root
 
 def _read_parquet(spark: SparkSession, files: list[tuple[int, str]], name: str) -> DataFrame:
     df = spark.read.parquet(*[p for _, p in files])
-    ids = spark.createDataFrame([(os.path.abspath(p), i) for i, p in files], "path string, file_id int")
+    ids = local_frame(spark, [(os.path.abspath(p), i) for i, p in files], "path string, file_id int")
     from auditor.ingest.lines import local_path
 
     cols = [c for c in df.columns]
@@ -132,7 +133,7 @@ def _empty_rows(spark: SparkSession, name: str) -> DataFrame:
     fields = [StructField("file_id", IntegerType()), StructField("line_number", LongType()),
               StructField("shown", StringType())]
     fields += [StructField(c, StringType()) for c in {**required, **optional}]
-    return _validated(spark.createDataFrame([], StructType(fields)), name, list({**required, **optional}))
+    return _validated(local_frame(spark, [], StructType(fields)), name, list({**required, **optional}))
 
 
 def load_tables(spark: SparkSession, path: str, snapshot: str | None,
@@ -153,7 +154,7 @@ def load_tables(spark: SparkSession, path: str, snapshot: str | None,
     if not any(t == "batches" for _, t, _, _ in file_list):
         raise InputError(f"input {root} holds no batches table (batches/, batches.parquet or batches.csv)")
     rel = {fid: os.path.relpath(p, root) for fid, _, p, _ in file_list}
-    rel_df = spark.createDataFrame(list(rel.items()), "file_id int, rel string")
+    rel_df = local_frame(spark, list(rel.items()), "file_id int, rel string")
 
     tables: dict[str, DataFrame] = {}
     dispositions: list[DataFrame] = []
@@ -230,20 +231,20 @@ def load_tables(spark: SparkSession, path: str, snapshot: str | None,
         *REPLICA, F.lit(None).cast("string").alias("log_dir"), F.lit(True).alias("has_dump"),
         F.lit(has_cache).alias("has_epoch_file"),
         F.coalesce(F.col("_c"), F.lit(False)).alias("epoch_file_usable"))
-    empty_segments = spark.createDataFrame([], "snapshot timestamp, replica int, topic string, partition int, "
+    empty_segments = local_frame(spark, [], "snapshot timestamp, replica int, topic string, partition int, "
                                               "file string, line_number bigint, segment_base_offset bigint, invalid_bytes bigint")
-    empty_offsets = spark.createDataFrame([], "snapshot timestamp, topic string, partition int, replica int, log_start_offset bigint")
+    empty_offsets = local_frame(spark, [], "snapshot timestamp, topic string, partition int, replica int, log_start_offset bigint")
     snapshots = sorted({r.snapshot for r in batches.select("snapshot").distinct().collect()})
     parsed = materialise({
         "batches": batches, "epoch_cache": epoch_cache, "hwm": hwm, "metadata": metadata,
-        "parse_errors": parse_errors.unionByName(spark.createDataFrame([], ERRORS_SCHEMA)),
+        "parse_errors": parse_errors.unionByName(local_frame(spark, [], ERRORS_SCHEMA)),
         "replicas": replicas, "accounting": accounting,
     }, work_dir, "snapshot")
     return Snapshot(
         format="table", root=str(root), snapshots=snapshots or [label], work_dir=work_dir,
         segments=empty_segments, log_start=empty_offsets,
         recovery_point=empty_offsets.withColumnRenamed("log_start_offset", "recovery_point"),
-        topics=spark.createDataFrame([], "snapshot timestamp, topic string, cleanup_policy string"),
+        topics=local_frame(spark, [], "snapshot timestamp, topic string, cleanup_policy string"),
         files_read=len(file_list), files_skipped=Counter(), **parsed,
     )
 
