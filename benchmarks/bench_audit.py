@@ -1,131 +1,219 @@
-"""Benchmark: the full audit against a raw Spark scan of the same files and against a plain
-single-threaded Python parse + the reference model, at several input sizes.
+"""Benchmark: the audit end to end against the floors (``wc -l``, a bare Spark scan) and
+against a plain single-threaded Python script, at several input sizes. One JSON line per size.
 
-    .venv/bin/python benchmarks/bench_audit.py [--sizes 20000,80000,320000] [--workdir DIR]
+    .venv/bin/python benchmarks/bench_audit.py [--sizes 1M,3M,10M] [--workdir DIR]
+        [--layout per-segment|per-broker] [--keep]
 
-Each size is the number of batch lines in a generated snapshot (3 replicas per partition,
-~100 batches per replica, one follower in ten diverged after an unclean election).
-Prints one table: seconds per stage, the ratios audit/scan and audit/python, and the
-number of Spark jobs the audit ran (parse, engine and the one job that computes every
-output table).
+Each size is a number of batch lines in an ``auditor simulate`` snapshot: 3 replicas per
+partition, 333 batches per replica, one partition in 20 diverged by an unclean election
+(3.3 dump style). A size may also be given as partitions, e.g. ``10kp`` (10,000 partitions
+x 3 replicas, 3 batches each). Every measurement of one line runs on the same files, one
+after the other:
+
+- ``wc_s``: ``wc -l`` over every dump file (the floor of reading the text);
+- ``spark_scan_s``: a fresh Spark process counting the batch lines of the same files
+  (``spark.read.text`` + ``startswith`` filter), process start to answer;
+- ``python_s``: this script's plain parser, single-threaded: one regular expression per batch
+  line, the leader from ``topics-describe.txt``, each follower's divergence from its leader
+  (first base offset where their batches differ) and Kafka's epoch truncation
+  (``tests/reference.py``);
+- ``audit_s``: ``auditor audit`` as a user runs it, process start to tables written;
+- ``audit_jobs``: Spark jobs the audit ran; ``audit_peak_rss_mb``: the driver JVM's peak
+  resident set (``VmHWM``; in local mode the executors live in it);
+- ratios: ``audit_over_python`` (below 1: the audit is faster), ``audit_over_scan``.
+
+The Python script and the audit must agree on how many followers diverged.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
+import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests/reference.py
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # tests/reference.py: the plain script's model
 
-from auditor.simulator.kafka_text import Batch, checkpoint_text, content_crc, dump_segment  # noqa: E402
 from tests import reference as ref  # noqa: E402
 
-BATCHES_PER_REPLICA = 100
-LINE = re.compile(r"^baseOffset: (\d+) lastOffset: (\d+) .*partitionLeaderEpoch: (-?\d+) .* crc: (\d+) ")
+PY = sys.executable
+BATCHES = 333
+LINE = re.compile(r"^baseOffset: (\d+) lastOffset: (\d+) .*?partitionLeaderEpoch: (-?\d+) .*? crc: (\d+)")
+HEADER = re.compile(r"^Dumping .*/([^/]+)-(\d+)/\d+\.log$")
+LEADER = re.compile(r"Topic: ?(\S+)\s+Partition: ?(\d+)\s+Leader: ?(-?\d+)")
 
 
-def generate(root: Path, batch_lines: int) -> int:
-    """Write a snapshot with about ``batch_lines`` batch lines; return the partition count."""
-    partitions = max(1, batch_lines // (3 * BATCHES_PER_REPLICA))
-    hwms: dict[int, list[str]] = {1: [], 2: [], 3: []}
-    for p in range(partitions):
-        common = [(i * 10, i * 10 + 9, 1 + i // 40) for i in range(BATCHES_PER_REPLICA - 5)]
-        tail = [(i * 10, i * 10 + 9, 4) for i in range(BATCHES_PER_REPLICA - 5, BATCHES_PER_REPLICA)]
-        forked = p % 10 == 0
-        for broker in (1, 2, 3):
-            spans = common + ([(b, l, 5) for b, l, _ in tail] if forked and broker == 3 else tail)
-            folder = root / f"broker={broker}" / "data" / f"bench-{p}"
-            folder.mkdir(parents=True)
-            batches = [Batch(b, l, e, content_crc(p, b, l, e)) for b, l, e in spans]
-            half = len(batches) // 2
-            for seg in (batches[:half], batches[half:]):
-                (folder / f"{seg[0].base_offset:020d}.log.txt").write_text(
-                    dump_segment("/data", "bench", p, seg[0].base_offset, seg))
-            cache = ref.rebuild_cache(spans) + ([(6, spans[-1][1] + 1)] if broker == 1 else [])
-            (folder / "leader-epoch-checkpoint").write_text(checkpoint_text(cache))
-            hwms[broker].append(f"bench {p} {(BATCHES_PER_REPLICA - 5) * 10}")
-    for broker, lines in hwms.items():
-        (root / f"broker={broker}" / "data" / "replication-offset-checkpoint").write_text(
-            "\n".join(["0", str(len(lines)), *lines]) + "\n")
-    return partitions
+def parse_size(text: str) -> tuple[str, list[str]]:
+    """``1M`` -> simulate arguments for about 1M batch lines; ``10kp`` -> 10,000 partitions."""
+    t = text.lower()
+    if t.endswith("kp"):
+        partitions = int(float(t[:-2]) * 1000)
+        return text, ["--topics", "100", "--partitions", str(partitions // 100), "--batches", "3",
+                      "--brokers", "6", "--faults", f"unclean-election={max(1, partitions // 20)}"]
+    lines = int(float(t[:-1]) * {"k": 1e3, "m": 1e6}[t[-1]]) if t[-1] in "km" else int(t)
+    partitions = max(20, lines // (3 * BATCHES))
+    topics = 10 if partitions >= 100 else 1
+    return text, ["--topics", str(topics), "--partitions", str(partitions // topics), "--batches", str(BATCHES),
+                  "--brokers", "3", "--faults", f"unclean-election={max(1, partitions // 20)}"]
 
 
-def python_baseline(root: Path) -> int:
-    """Parse every dump with a regex and run the reference model per follower."""
-    logs: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
-    for dirpath, _, names in os.walk(root):
-        for name in names:
-            if not name.endswith(".txt"):
-                continue
-            broker = int(Path(dirpath).parts[-3].split("=")[1])
-            part = Path(dirpath).name
-            with open(os.path.join(dirpath, name), encoding="utf-8") as fh:
-                for line in fh:
-                    m = LINE.match(line)
-                    if m:
-                        logs.setdefault((part, broker), []).append(tuple(int(x) for x in m.groups()))  # type: ignore[arg-type]
+def timed(cmd: list[str], **kw: object) -> tuple[float, str, int]:
+    """Run ``cmd``; return (seconds, stdout, peak RSS in MB of any child so far)."""
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, **kw)  # type: ignore[call-overload]
+    seconds = time.perf_counter() - t0
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"{cmd[:3]} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return seconds, done.stdout, peak // 1024
+
+
+def dump_files(root: Path) -> list[str]:
+    return sorted(str(p) for p in root.rglob("*.txt") if p.name != "topics-describe.txt")
+
+
+SCAN = """
+import sys, json
+from pyspark.sql import functions as F
+from auditor.spark import build_session
+spark = build_session(None, quiet=True)
+paths = [l.rstrip("\\n") for l in open(sys.argv[1])]
+n = spark.read.text(paths).filter(F.col("value").startswith("baseOffset: ")).count()
+print(json.dumps({"batch_lines": n}))
+"""
+
+AUDIT = """
+import json, sys, time
+t0 = time.perf_counter()
+from auditor.config import Config
+from auditor.run import is_small_input, run_audit
+from auditor.spark import build_session
+snapshot, out = sys.argv[1], sys.argv[2]
+spark = build_session(None, quiet=True, small_input=is_small_input(snapshot))
+spark.sparkContext.setJobGroup("audit", "audit")
+result = run_audit(spark, snapshot, out, Config(cluster="bench", fail_on="never"))
+seconds = time.perf_counter() - t0
+jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup("audit"))
+jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+status = open(f"/proc/{jvm_pid}/status").read()
+jvm_peak_kb = int(next(l.split()[1] for l in status.splitlines() if l.startswith("VmHWM:")))
+print(json.dumps({"audit_s": seconds, "jobs": jobs, "run_id": result.run_id, "jvm_peak_mb": jvm_peak_kb // 1024}))
+"""
+
+
+def python_script(root: Path) -> tuple[int, int]:
+    """The plain script: parse, then each follower against its leader. Returns
+    (batch lines parsed, followers diverged)."""
+    leaders: dict[tuple[str, int], int] = {}
+    with open(root / "topics-describe.txt", encoding="utf-8") as fh:
+        for line in fh:
+            m = LEADER.search(line)
+            if m:
+                leaders[(m.group(1), int(m.group(2)))] = int(m.group(3))
+    logs: dict[tuple[str, int, int], list[tuple[int, int, int, int]]] = {}
+    hwm: dict[tuple[str, int, int], int] = {}
+    parsed = 0
+    for path in dump_files(root):
+        broker = int(next(p for p in Path(path).parts if p.startswith("broker=")).split("=")[1])
+        key: tuple[str, int, int] | None = None
+        folder = Path(path).parent.name
+        if "-" in folder and folder.rsplit("-", 1)[1].isdigit():
+            t, p = folder.rsplit("-", 1)
+            key = (t, int(p), broker)
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("Dumping "):
+                    h = HEADER.match(line.rstrip("\n"))
+                    if h:
+                        key = (h.group(1), int(h.group(2)), broker)
+                    continue
+                m = LINE.match(line)
+                if m and key is not None:
+                    logs.setdefault(key, []).append(tuple(int(x) for x in m.groups()))  # type: ignore[arg-type]
+                    parsed += 1
+    for cp in root.rglob("replication-offset-checkpoint"):
+        broker = int(next(p for p in cp.parts if p.startswith("broker=")).split("=")[1])
+        for line in cp.read_text().splitlines()[2:]:
+            t, p, h = line.split()
+            hwm[(t, int(p), broker)] = int(h)
     diverged = 0
-    for (part, broker), batches in logs.items():
-        if broker == 1:
+    for (topic, part, broker), batches in logs.items():
+        leader = leaders.get((topic, part))
+        if leader is None or broker == leader or (topic, part, leader) not in logs:
             continue
-        leader = sorted(logs[(part, 1)])
-        mine = sorted(batches)
-        spans = [(b, l, e) for b, l, e, _ in mine]
-        leo_l = leader[-1][1] + 1
-        l_cache = ref.rebuild_cache([(b, l, e) for b, l, e, _ in leader]) + [(6, leo_l)]
-        tr = ref.truncate_epoch(l_cache, leo_l, ref.rebuild_cache(spans), mine[-1][1] + 1, None, spans)
-        d = ref.divergence_offset(mine, leader, 0)
-        diverged += d is not None or tr.offset is not None
-    return diverged
+        theirs = sorted(set(logs[(topic, part, leader)]))
+        mine = sorted(set(batches))
+        spans_l = [(b, last, e) for b, last, e, _ in theirs]
+        spans_f = [(b, last, e) for b, last, e, _ in mine]
+        ref.truncate_epoch(ref.rebuild_cache(spans_l), theirs[-1][1] + 1, ref.rebuild_cache(spans_f),
+                           mine[-1][1] + 1, hwm.get((topic, part, broker)), spans_f)
+        diverged += ref.divergence_offset(mine, theirs, 0) is not None
+    return parsed, diverged
+
+
+def audited_divergence(out: Path, run_id: str) -> int:
+    """Followers with a divergence offset in the audit's replica_status table."""
+    from deltalake import DeltaTable
+
+    table = DeltaTable(str(out / "replica_status")).to_pyarrow_table(
+        columns=["run_id", "role", "divergence_offset"])
+    rows = table.to_pylist()
+    return sum(1 for r in rows if r["run_id"] == run_id and r["role"] == "follower"
+               and r["divergence_offset"] is not None)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", default="20000,80000,320000")
+    parser.add_argument("--sizes", default="1M,3M,10M")
     parser.add_argument("--workdir", default=None)
+    parser.add_argument("--layout", default="per-segment", choices=["per-segment", "per-broker"])
+    parser.add_argument("--keep", action="store_true", help="keep the generated snapshots")
     args = parser.parse_args()
-    from pyspark.sql import functions as F
-
-    from auditor import audit, load_snapshot
-    from auditor.ingest.discovery import discover
-    from auditor.materialise import materialise, new_work_dir
-    from auditor.spark import build_session
-
-    spark = build_session(None, quiet=True)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="auditor-bench-"))
-    print(f"{'batch lines':>12} {'partitions':>10} {'scan s':>8} {'audit s':>8} {'python s':>9} "
-          f"{'audit/scan':>10} {'audit/python':>12} {'diverged':>8} {'jobs':>5}")
-    for size in [int(x) for x in args.sizes.split(",")]:
-        root = work / f"snap-{size}"
-        shutil.rmtree(root, ignore_errors=True)
-        partitions = generate(root, size)
-        from datetime import datetime, timezone
-
-        files = [f.path for f in discover(root, datetime.now(timezone.utc)).files]
+    auditor = str(Path(PY).with_name("auditor"))
+    for size in args.sizes.split(","):
+        label, sim_args = parse_size(size)
+        root = work / f"snap-{label}"
+        if not (root / "topics-describe.txt").exists():
+            shutil.rmtree(root, ignore_errors=True)
+            subprocess.run([auditor, "simulate", str(root), "--seed", "3", "--dump-layout", args.layout,
+                            *sim_args], check=True, capture_output=True)
+        files = dump_files(root)
+        listing = work / f"files-{label}.txt"
+        listing.write_text("\n".join(files) + "\n")
+        row: dict[str, object] = {"size": label, "layout": args.layout, "dump_files": len(files),
+                                  "input_bytes": sum(os.path.getsize(f) for f in files)}
+        wc_s, _, _ = timed(["bash", "-c", f"xargs -a {listing} -d '\\n' cat | wc -l"])
+        row["wc_s"] = round(wc_s, 2)
+        scan_s, out, _ = timed([PY, "-c", SCAN, str(listing)], cwd=str(REPO))
+        row["batch_lines"] = json.loads(out.strip().splitlines()[-1])["batch_lines"]
+        row["spark_scan_s"] = round(scan_s, 2)
         t0 = time.perf_counter()
-        spark.read.text(files).filter(F.col("value").startswith("baseOffset")).count()
-        scan = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        group = f"bench-{size}"
-        spark.sparkContext.setJobGroup(group, group)
-        tables = audit(load_snapshot(spark, str(root)))
-        stored = materialise(tables, new_work_dir(), "output")
-        jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
-        diverged = stored["replica_status"].filter(F.col("divergence_offset").isNotNull()).count()
-        full = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        py_diverged = python_baseline(root)
-        py = time.perf_counter() - t0
-        assert py_diverged == diverged, (py_diverged, diverged)
-        print(f"{size:>12} {partitions:>10} {scan:>8.1f} {full:>8.1f} {py:>9.1f} {full / scan:>10.1f} "
-              f"{full / py:>12.1f} {diverged:>8} {jobs:>5}", flush=True)
-        shutil.rmtree(root, ignore_errors=True)
+        parsed, py_diverged = python_script(root)
+        row["python_s"] = round(time.perf_counter() - t0, 2)
+        assert parsed == row["batch_lines"], (parsed, row["batch_lines"])
+        out_dir = work / f"out-{label}"
+        shutil.rmtree(out_dir, ignore_errors=True)
+        audit_s, out, _ = timed([PY, "-c", AUDIT, str(root), str(out_dir)], cwd=str(REPO))
+        info = json.loads(out.strip().splitlines()[-1])
+        row.update(audit_s=round(audit_s, 2), audit_jobs=info["jobs"], audit_peak_rss_mb=info["jvm_peak_mb"])
+        diverged = audited_divergence(out_dir, info["run_id"])
+        assert diverged == py_diverged, ("audit and script disagree on diverged followers", diverged, py_diverged)
+        row.update(diverged_followers=diverged,
+                   audit_over_python=round(audit_s / float(row["python_s"]), 2),  # type: ignore[arg-type]
+                   audit_over_scan=round(audit_s / scan_s, 2))
+        print(json.dumps(row), flush=True)
+        shutil.rmtree(out_dir, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -43,3 +43,37 @@ def test_small_input_is_measured_by_bytes(tmp_path: Path) -> None:
     (tmp_path / "y.txt").write_bytes(b"y" * 1000)
     assert is_small_input(str(tmp_path), limit=2001)
     assert not is_small_input(str(tmp_path), limit=2000)
+
+
+@pytest.mark.spark
+def test_local_frame_keeps_rows_types_and_nulls(spark) -> None:  # type: ignore[no-untyped-def]
+    from auditor.spark import local_frame
+
+    naive = datetime(2026, 1, 1)  # discovery's labels are UTC; a naive one is read as UTC too
+    rows = [(1, "a", T0, None), (2, None, naive, 7)]
+    df = local_frame(spark, rows, "id int, name string, at timestamp, n bigint")
+    assert "LocalTableScan" in df._jdf.queryExecution().executedPlan().toString()  # no Python RDD
+    got = sorted(df.collect())
+    assert [(r.id, r.name, r.n) for r in got] == [(1, "a", None), (2, None, 7)]
+    assert {r.at.replace(tzinfo=None) for r in got} == {datetime(2026, 1, 1)}
+    assert local_frame(spark, [], "id int").collect() == []
+
+
+@pytest.mark.spark
+def test_fields_by_token(spark) -> None:  # type: ignore[no-untyped-def]
+    from pyspark.sql import functions as F
+
+    from auditor.ingest import dump_grammar as g
+
+    lines = ["baseOffset: 5 lastOffset: 9 crc: 77 isvalid: true",
+             "baseOffset: 5 lastOffset: 9 crc:",  # cut after the name
+             "baseOffset:  5 crc: x",  # empty value, value not a number
+             "lastOffset: 1 baseOffset: 2 baseOffset: 3"]  # the first occurrence counts
+    df = spark.createDataFrame([(i, t) for i, t in enumerate(lines)], "i int, t string").select(
+        "i", g.tokens(F.col("t")).alias("k"))
+    got = {r.i: (r.base, r.crc, r.valid, r.codec) for r in df.select(
+        "i", g.field_long(F.col("k"), "baseOffset").alias("base"), g.field_long(F.col("k"), "crc").alias("crc"),
+        g.field_bool(F.col("k"), "isvalid", "isValid").alias("valid"),
+        g.field_text(F.col("k"), "compresscodec").alias("codec")).collect()}
+    assert got == {0: (5, 77, True, None), 1: (5, None, None, None), 2: (None, None, None, None),
+                   3: (2, None, None, None)}

@@ -75,9 +75,9 @@ def _uri_to_path(uri: str) -> str:
 
 
 def _uri_spellings(uri: str) -> set[str]:
-    """The spellings of one local file URI: ``file:/p`` and ``file:///p``."""
-    rest = re.sub(r"^file:(//)?", "", uri)
-    return {uri, f"file:{rest}", f"file://{rest}"}
+    """How ``_metadata.file_path`` spells a file the scan lists as ``uri``: the scan lists
+    ``file:///p``, the metadata column says ``file:/p`` (any other spelling is decoded)."""
+    return {re.sub(r"^file:///", "file:/", uri)}
 
 
 def local_path(uri: Column) -> Column:
