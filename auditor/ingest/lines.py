@@ -36,8 +36,8 @@ def read_text_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]])
     turns it into line numbers.
 
     A line's file is found by its ``_metadata.file_path`` URI, looked up as Spark spells it
-    (taken from the scan's own file list, so no per-line decoding); a URI spelled otherwise
-    is decoded to a local path and looked up again, so no line is ever dropped.
+    (taken from the scan's own file list, so no per-line decoding). A line whose URI is not
+    in that list fails the run with a clear error: it is never dropped.
     """
     schema = StructType([StructField("value", StringType())])
     if not files:
@@ -48,24 +48,18 @@ def read_text_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]])
     for uri in raw.inputFiles():
         file_id = by_path.get(_uri_to_path(uri))
         if file_id is not None:
-            for spelling in _uri_spellings(uri):
-                by_uri[spelling] = file_id
-    key_schema = StructType([StructField("k", StringType(), False), StructField("fid", IntegerType(), False)])
-    uri_ids = local_frame(spark, sorted(by_uri.items()), key_schema).select(
-        F.col("k").alias("uri"), F.col("fid").alias("uri_id"))
-    path_ids = local_frame(spark, sorted(by_path.items()), key_schema).select(
-        F.col("k").alias("path"), F.col("fid").alias("path_id"))
+            by_uri[_metadata_spelling(uri)] = file_id
+    key_schema = StructType([StructField("uri", StringType(), False), StructField("file_id", IntegerType(), False)])
+    uri_ids = local_frame(spark, sorted(by_uri.items()), key_schema)
     scanned = raw.select(
         F.col("_metadata.file_path").alias("uri"),
         F.col("_metadata.file_block_start").alias("block_start"),
         F.monotonically_increasing_id().alias("mono"),
         F.col("value").alias("text"),
     ).join(F.broadcast(uri_ids), "uri", "left")
-    fallback = scanned.join(
-        F.broadcast(path_ids),
-        F.when(F.col("uri_id").isNull(), local_path(F.col("uri"))) == F.col("path"), "left")
-    return fallback.select(
-        F.coalesce(F.col("uri_id"), F.col("path_id")).alias("file_id"), "block_start", "mono", "text")
+    known = F.coalesce(F.col("file_id"), F.raise_error(F.concat(
+        F.lit("internal error: Spark read a line of a file it did not list: "), F.col("uri"))).cast(IntegerType()))
+    return scanned.select(known.alias("file_id"), "block_start", "mono", "text")
 
 
 def _uri_to_path(uri: str) -> str:
@@ -74,10 +68,10 @@ def _uri_to_path(uri: str) -> str:
     return os.path.abspath(urllib.parse.unquote(rest))
 
 
-def _uri_spellings(uri: str) -> set[str]:
+def _metadata_spelling(uri: str) -> str:
     """How ``_metadata.file_path`` spells a file the scan lists as ``uri``: the scan lists
-    ``file:///p``, the metadata column says ``file:/p`` (any other spelling is decoded)."""
-    return {re.sub(r"^file:///", "file:/", uri)}
+    ``file:///p``, the metadata column says ``file:/p``."""
+    return re.sub(r"^file:///", "file:/", uri)
 
 
 def local_path(uri: Column) -> Column:
