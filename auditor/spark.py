@@ -89,8 +89,9 @@ def build_session(
     if small_input:
         java_options.append("-XX:TieredStopAtLevel=1")
     if java_options:
+        # (Local mode: the executors live in the driver's JVM. A cluster keeps its own
+        # executor options.)
         settings["spark.driver.extraJavaOptions"] = " ".join(java_options)
-    settings["spark.executor.extraJavaOptions"] = "-XX:-DontCompileHugeMethods"
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
