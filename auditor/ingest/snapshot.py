@@ -37,6 +37,7 @@ FILES_SCHEMA = StructType([
     StructField("size", LongType(), False),
 ])
 
+
 def load_snapshot(
     spark: SparkSession,
     path: str,
