@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import re
-import resource
 import shutil
 import subprocess
 import sys
@@ -65,15 +64,14 @@ def parse_size(text: str) -> tuple[str, list[str]]:
                   "--brokers", "3", "--faults", f"unclean-election={max(1, partitions // 20)}"]
 
 
-def timed(cmd: list[str], **kw: object) -> tuple[float, str, int]:
-    """Run ``cmd``; return (seconds, stdout, peak RSS in MB of any child so far)."""
+def timed(cmd: list[str], **kw: object) -> tuple[float, str]:
+    """Run ``cmd``; return (seconds, stdout)."""
     t0 = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, check=False, **kw)  # type: ignore[call-overload]
     seconds = time.perf_counter() - t0
     if done.returncode not in (0, 1):
         raise SystemExit(f"{cmd[:3]} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return seconds, done.stdout, peak // 1024
+    return seconds, done.stdout
 
 
 def dump_files(root: Path) -> list[str]:
@@ -191,9 +189,9 @@ def main() -> None:
         listing.write_text("\n".join(files) + "\n")
         row: dict[str, object] = {"size": label, "layout": args.layout, "dump_files": len(files),
                                   "input_bytes": sum(os.path.getsize(f) for f in files)}
-        wc_s, _, _ = timed(["bash", "-c", f"xargs -a {listing} -d '\\n' cat | wc -l"])
+        wc_s, _ = timed(["bash", "-c", f"xargs -a {listing} -d '\\n' cat | wc -l"])
         row["wc_s"] = round(wc_s, 2)
-        scan_s, out, _ = timed([PY, "-c", SCAN, str(listing)], cwd=str(REPO))
+        scan_s, out = timed([PY, "-c", SCAN, str(listing)], cwd=str(REPO))
         row["batch_lines"] = json.loads(out.strip().splitlines()[-1])["batch_lines"]
         row["spark_scan_s"] = round(scan_s, 2)
         t0 = time.perf_counter()
@@ -202,7 +200,7 @@ def main() -> None:
         assert parsed == row["batch_lines"], (parsed, row["batch_lines"])
         out_dir = work / f"out-{label}"
         shutil.rmtree(out_dir, ignore_errors=True)
-        audit_s, out, _ = timed([PY, "-c", AUDIT, str(root), str(out_dir)], cwd=str(REPO))
+        audit_s, out = timed([PY, "-c", AUDIT, str(root), str(out_dir)], cwd=str(REPO))
         info = json.loads(out.strip().splitlines()[-1])
         row.update(audit_s=round(audit_s, 2), audit_jobs=info["jobs"], audit_peak_rss_mb=info["jvm_peak_mb"])
         diverged = audited_divergence(out_dir, info["run_id"])

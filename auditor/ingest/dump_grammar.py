@@ -1,7 +1,7 @@
 """The line grammar of ``kafka-dump-log.sh`` / DumpLogSegments output, Kafka 0.8 to 4.x.
 
-Pure ``Column`` builders: classify a line and pull its metadata fields out with built-in
-regular expressions. Payloads never leave this module: :func:`metadata_part` cuts every
+Pure ``Column`` builders: classify a line (prefix tests, then built-in regular expressions)
+and read its metadata fields by token. Payloads never leave this module: :func:`metadata_part` cuts every
 line at the first key/payload/control field before any field is read, and
 :func:`redacted` is what ``parse_errors.line`` stores.
 
@@ -25,6 +25,7 @@ Line kinds (era letters as in KAFKA-FORMATS.md 1.4):
 
 from __future__ import annotations
 
+import re
 from functools import reduce
 
 from pyspark.sql import Column
@@ -33,13 +34,12 @@ from pyspark.sql.types import IntegerType, LongType
 
 INT = r"-?\d+"
 
-_CONTENT_CUT = (
-    r"(?:^|\s)(?:key:|payload:|headerKeys:|endTxnMarker:|controlType:|LeaderChange:|SnapshotHeader\b|"
-    r"SnapshotFooter\b|KRaftVersion\b|KRaftVoters\b).*$"
-)
-
+#: Where a line's content (keys, payloads, header keys, control records) starts.
 _CONTENT_WORDS = ("key:", "payload:", "headerKeys:", "endTxnMarker:", "controlType:", "LeaderChange:",
                   "SnapshotHeader", "SnapshotFooter", "KRaftVersion", "KRaftVoters")
+
+_CONTENT_CUT = r"(?:^|\s)(?:" + "|".join(
+    re.escape(w) if w.endswith(":") else rf"{re.escape(w)}\b" for w in _CONTENT_WORDS) + r").*$"
 
 _NOTICES = "|".join([
     r"^.* is deprecated\. Please use .*$",
