@@ -13,7 +13,7 @@ from pyspark.sql.types import StructType
 
 from auditor.checks import replica as replica_checks
 from auditor.checks import status
-from auditor.checks.overtime import History, over_time_findings
+from auditor.checks.overtime import History, current_observations, over_time_findings, previous_observations
 from auditor.checks.pairs import (
     build_pairs,
     follower_status,
@@ -147,30 +147,37 @@ def audit(
     work_dir = snapshot.work_dir or new_work_dir()
     label, serial = f"engine-{uuid.uuid4().hex[:12]}", itertools.count()
 
-    def _cut(df: DataFrame) -> DataFrame:
-        return materialise({"frame": df}, work_dir, f"{label}-{next(serial)}")["frame"]
+    def _cut(**frames: DataFrame) -> dict[str, DataFrame]:
+        return materialise(frames, work_dir, f"{label}-{next(serial)}")
 
+    # Cut points: each is one Spark job computing one or more frames that later queries
+    # read more than once. Frames that do not depend on each other share a job; a frame
+    # built on another is cut after it (planning a query over a stored frame is much
+    # cheaper than over the plan that made it: each DataFrame step re-analyses its plan).
     batches = snapshot.batches
-    offsets = _cut(lineage.replica_offsets(batches, snapshot.segments, snapshot.log_start))
-    rebuilt = _cut(lineage.rebuilt_cache(batches))
-    cache = _cut(lineage.effective_cache(snapshot.epoch_cache, rebuilt, snapshot.replicas, offsets))
+    per_log = _cut(
+        offsets=lineage.replica_offsets(batches, snapshot.segments, snapshot.log_start),
+        rebuilt=lineage.rebuilt_cache(batches),
+        log_lineage=lineage.log_lineage(batches),
+        epochless=batches.groupBy(*KEY).agg((F.max("epoch") < 0).alias("epochless")))
+    offsets, rebuilt, log_lineage = per_log["offsets"], per_log["rebuilt"], per_log["log_lineage"]
+    cache = _cut(cache=lineage.effective_cache(snapshot.epoch_cache, rebuilt, snapshot.replicas, offsets))["cache"]
     base_facts = status.replica_facts(
         snapshot.replicas, offsets, snapshot.hwm, lineage.latest_epochs(cache), snapshot.metadata)
-    epochless = batches.groupBy(*KEY).agg((F.max("epoch") < 0).alias("epochless"))
-    leaders = _cut(choose_leaders(base_facts))
-    facts = _cut(
-        base_facts.join(leaders, PARTITION, "left").join(epochless, KEY, "left").select(
-            "*",
-            F.when(F.col("leader").isNull(), F.lit(None))
-            .when(F.col("replica") == F.col("leader"), F.lit("leader")).otherwise(F.lit("follower")).alias("role"),
-        ).withColumn("epochless", F.coalesce(F.col("epochless"), F.lit(False))))
-    scope = _cut(compaction_scope(facts, snapshot.topics, config.compacted_topics))
+    leaders = _cut(leaders=choose_leaders(base_facts))["leaders"]
+    facts = _cut(facts=base_facts.join(leaders, PARTITION, "left").join(per_log["epochless"], KEY, "left").select(
+        "*",
+        F.when(F.col("leader").isNull(), F.lit(None))
+        .when(F.col("replica") == F.col("leader"), F.lit("leader")).otherwise(F.lit("follower")).alias("role"),
+    ).withColumn("epochless", F.coalesce(F.col("epochless"), F.lit(False))))["facts"]
+    scope = _cut(scope=compaction_scope(facts, snapshot.topics, config.compacted_topics))["scope"]
 
-    log_lineage = _cut(lineage.log_lineage(batches))
-    over_time = over_time_findings(facts, leaders, scope, log_lineage, snapshot.snapshots, history, _cut)
-
-    pairs = _cut(build_pairs(facts, cache, scope))
-    verdicts = _cut(follower_verdicts(pairs, batches, chosen))
+    current = current_observations(facts, leaders, scope)
+    compared = _cut(previous=previous_observations(current, snapshot.snapshots, history),
+                    pairs=build_pairs(facts, cache, scope))
+    pairs = compared["pairs"]
+    verdicts = _cut(verdicts=follower_verdicts(pairs, batches, chosen))["verdicts"]
+    over_time = over_time_findings(current, compared["previous"], facts, log_lineage, history)
     usable_checkpoint = snapshot.epoch_cache.join(
         snapshot.replicas.filter(F.col("epoch_file_usable")).select(*KEY), KEY)
     raw_findings = reduce(DataFrame.unionByName, [
@@ -186,9 +193,9 @@ def audit(
         partition_findings(leaders, facts),
         over_time.findings,
     ])
-    all_findings = _cut(with_identity(apply_policy(
+    all_findings = _cut(findings=with_identity(apply_policy(
         raw_findings.join(leaders.select(*PARTITION, "leader"), PARTITION, "left"), config),
-        cluster, over_time.previous, over_time.p_days, history))
+        cluster, over_time.previous, over_time.p_days, history))["findings"]
 
     follower_rows = verdicts.select(
         *KEY, "divergence_offset", "truncation_offset", "truncation_rounds",

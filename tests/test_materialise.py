@@ -77,3 +77,36 @@ def test_fields_by_token(spark) -> None:  # type: ignore[no-untyped-def]
         g.field_text(F.col("k"), "compresscodec").alias("codec")).collect()}
     assert got == {0: (5, 77, True, None), 1: (5, None, None, None), 2: (None, None, None, None),
                    3: (2, None, None, None)}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("small_input", [False, True])
+def test_whole_file_lines_match_the_line_reader(spark, tmp_path: Path, small_input: bool) -> None:  # type: ignore[no-untyped-def]
+    """Small files read whole and split where they are read number their lines exactly as
+    the line reader and its per-file window do (including with the small-input settings,
+    where joins are shuffles)."""
+    from auditor.ingest.discovery import InputFile
+    from auditor.ingest.lines import number_lines, read_small_files, read_text_lines
+    from auditor.run import SMALL_INPUT_CONF
+
+    contents = [b"", b"\n", b"a", b"a\n", b"a\r\nb\rc\n\n", b"a\n\nb", b"\r\n\r\n", b"x\ry\r", b"0\n1\n2\n" * 700]
+    files = []
+    for i, body in enumerate(contents):
+        path = tmp_path / f"f {i}+.txt"
+        path.write_bytes(body)
+        files.append((i + 10, InputFile(path=str(path), rel=path.name, kind="k", snapshot=T0, broker=1,
+                                        log_dir=None, topic=None, partition=None, size=len(body))))
+    saved = {k: spark.conf.get(k, None) for k in SMALL_INPUT_CONF}
+    try:
+        if small_input:
+            for key, value in SMALL_INPUT_CONF.items():
+                spark.conf.set(key, value)
+        whole = sorted(tuple(r) for r in read_small_files(spark, files).collect())
+        by_line = sorted(tuple(r) for r in number_lines(read_text_lines(spark, files)).select(
+            "file_id", "line_number", "text").collect())
+    finally:
+        for key, value in saved.items():
+            spark.conf.unset(key) if value is None else spark.conf.set(key, value)
+    assert whole == by_line
+    assert len(whole) == 0 + 1 + 1 + 1 + 4 + 3 + 2 + 2 + 2100
+    assert [r for r in whole if r[0] == 14] == [(14, 1, "a"), (14, 2, "b"), (14, 3, "c"), (14, 4, "")]

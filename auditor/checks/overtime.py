@@ -136,20 +136,24 @@ class OverTime:
     p_days: list[date]
 
 
-def over_time_findings(facts: DataFrame, leaders: DataFrame, scope: DataFrame, log_lineage: DataFrame,
-                       labels: list[datetime], history: History | None,
-                       materialise: Callable[[DataFrame], DataFrame] = lambda df: df) -> OverTime:
-    """The four over-time checks for every current observation that has a history.
-
-    Args:
-        materialise: applied to P once (the engine cuts it: several queries read it).
-    """
+def current_observations(facts: DataFrame, leaders: DataFrame, scope: DataFrame) -> DataFrame:
+    """Each current observation (``PARTITION``) with its leader, the leader's epoch, HWM and
+    log start, and the partition's highest HWM and compaction scope."""
     lead = facts.filter(F.col("role") == "leader").select(
         *PARTITION, F.col("replica").alias("leader"), F.col("latest_epoch").alias("leader_epoch"),
         F.col("high_watermark").alias("leader_hwm"), F.col("log_start_offset").alias("leader_lso"))
-    current = leaders.select(*PARTITION, "leader").join(lead, [*PARTITION, "leader"], "left").join(
+    return leaders.select(*PARTITION, "leader").join(lead, [*PARTITION, "leader"], "left").join(
         scope.select(*PARTITION, F.col("hmax").alias("max_high_watermark"), "compacted"), PARTITION, "left")
-    prev = materialise(previous_observations(current, labels, history))
+
+
+def over_time_findings(current: DataFrame, prev: DataFrame, facts: DataFrame, log_lineage: DataFrame,
+                       history: History | None) -> OverTime:
+    """The four over-time checks for every current observation that has a history.
+
+    Args:
+        current: :func:`current_observations`.
+        prev: :func:`previous_observations` of ``current``, stored (several queries read it).
+    """
     days = p_days(prev) if history is not None else []
     hwms, p_lineage = p_rows(prev, facts, log_lineage, history, days)
     obs = current.join(prev, PARTITION).join(

@@ -43,11 +43,11 @@ def parse_checkpoints(numbered: DataFrame, files: DataFrame) -> ParsedCheckpoint
     topic_re = r"^[A-Za-z0-9._-]+$"
     entry_ok = F.when(
         is_epoch,
-        (n_fields == 2) & fields[0].try_cast(IntegerType()).isNotNull()
-        & fields[1].try_cast(LongType()).isNotNull(),
+        (n_fields == 2) & F.get(fields, 0).try_cast(IntegerType()).isNotNull()
+        & F.get(fields, 1).try_cast(LongType()).isNotNull(),
     ).otherwise(
-        (n_fields == 3) & fields[0].rlike(topic_re) & fields[1].try_cast(IntegerType()).isNotNull()
-        & fields[2].try_cast(LongType()).isNotNull()
+        (n_fields == 3) & F.get(fields, 0).rlike(topic_re) & F.get(fields, 1).try_cast(IntegerType()).isNotNull()
+        & F.get(fields, 2).try_cast(LongType()).isNotNull()
     )
     # Rank among non-blank lines: 1 = version, 2 = count, then entries.
     nonblank = Window.partitionBy("file_id").orderBy("line_number")
@@ -91,11 +91,11 @@ def parse_checkpoints(numbered: DataFrame, files: DataFrame) -> ParsedCheckpoint
     good = judged.filter(F.col("usable") & (F.col("rank") > 2) & ~F.col("blank"))
     entries = good.select(
         "file_id", "kind", "snapshot", "broker", "log_dir", "rel", "line_number",
-        F.when(F.col("kind") == LEADER_EPOCH, F.col("topic")).otherwise(F.col("fields")[0]).alias("topic"),
+        F.when(F.col("kind") == LEADER_EPOCH, F.col("topic")).otherwise(F.get(F.col("fields"), 0)).alias("topic"),
         F.when(F.col("kind") == LEADER_EPOCH, F.col("partition"))
-        .otherwise(F.col("fields")[1].try_cast(IntegerType())).alias("partition"),
-        F.when(F.col("kind") == LEADER_EPOCH, F.col("fields")[0].try_cast(IntegerType())).alias("epoch"),
-        F.when(F.col("kind") == LEADER_EPOCH, F.col("fields")[1])
-        .otherwise(F.col("fields")[2]).try_cast(LongType()).alias("offset"),
+        .otherwise(F.get(F.col("fields"), 1).try_cast(IntegerType())).alias("partition"),
+        F.when(F.col("kind") == LEADER_EPOCH, F.get(F.col("fields"), 0).try_cast(IntegerType())).alias("epoch"),
+        F.when(F.col("kind") == LEADER_EPOCH, F.get(F.col("fields"), 1))
+        .otherwise(F.get(F.col("fields"), 2)).try_cast(LongType()).alias("offset"),
     )
     return ParsedCheckpoints(entries=entries, files=verdicts, lines=dispositions)

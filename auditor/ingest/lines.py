@@ -33,16 +33,54 @@ def read_text_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]])
         files: ``(file_id, file)`` pairs; ``file_id`` identifies the file in the result.
 
     The pair ``(block_start, mono)`` orders the lines of one file; :func:`number_lines`
-    turns it into line numbers.
-
-    A line's file is found by its ``_metadata.file_path`` URI, looked up as Spark spells it
-    (taken from the scan's own file list, so no per-line decoding). A line whose URI is not
-    in that list fails the run with a clear error: it is never dropped.
+    turns it into line numbers. Each line's file is found as :func:`_with_file_ids` says.
     """
-    schema = StructType([StructField("value", StringType())])
     if not files:
         return local_frame(spark, [], "file_id int, block_start bigint, mono bigint, text string")
-    raw = spark.read.schema(schema).text([f.path for _, f in files])
+    raw = spark.read.schema(_VALUE).text([f.path for _, f in files])
+    # (block_start, mono) are taken in the scan itself, before any join can move a row.
+    return _with_file_ids(spark, raw, files, raw.select(
+        F.col("_metadata.file_path").alias("uri"),
+        F.col("_metadata.file_block_start").alias("block_start"),
+        F.monotonically_increasing_id().alias("mono"),
+        F.col("value").alias("text"),
+    ))
+
+
+def read_small_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) -> DataFrame:
+    """Read small ``files`` (checkpoints, describe output) as numbered lines:
+    ``file_id, line_number, text``.
+
+    Each file is read whole into one row and split into lines where it is read, so line
+    numbers need no shuffle and no window (the checkpoint files of a large cluster number in
+    the hundreds of thousands). Lines end at ``\n``, ``\r\n`` or ``\r``, as Spark's text
+    source splits them; a final line terminator does not start an empty line, and an empty
+    file has no line.
+    """
+    if not files:
+        return local_frame(spark, [], "file_id int, line_number bigint, text string")
+    raw = spark.read.schema(_VALUE).text([f.path for _, f in files], wholetext=True)
+    body = F.regexp_replace(F.col("value"), r"(\r\n|\r|\n)\z", "")
+    split = F.when(F.col("value") == "", F.array().cast("array<string>")).otherwise(
+        F.split(body, r"\r\n|\r|\n", -1))
+    whole = raw.select(F.col("_metadata.file_path").alias("uri"), split.alias("lines"))
+    return _with_file_ids(spark, raw, files, whole).select(
+        "file_id", F.posexplode("lines").alias("pos", "text")).select(
+        "file_id", (F.col("pos") + 1).cast(LongType()).alias("line_number"), "text")
+
+
+_VALUE = StructType([StructField("value", StringType())])
+
+
+def _with_file_ids(spark: SparkSession, raw: DataFrame, files: Sequence[tuple[int, InputFile]],
+                   rows: DataFrame) -> DataFrame:
+    """``rows`` (read by the scan ``raw`` of ``files``, with its ``_metadata.file_path`` as
+    ``uri``) with ``file_id`` in place of ``uri``.
+
+    The URI is looked up as Spark spells it (taken from the scan's own file list, so no
+    per-line decoding). A row whose URI is not in that list fails the run with a clear
+    error: it is never dropped.
+    """
     by_path = {os.path.abspath(f.path): i for i, f in files}
     by_uri = {}
     for uri in raw.inputFiles():
@@ -51,15 +89,10 @@ def read_text_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]])
             by_uri[_metadata_spelling(uri)] = file_id
     key_schema = StructType([StructField("uri", StringType(), False), StructField("file_id", IntegerType(), False)])
     uri_ids = local_frame(spark, sorted(by_uri.items()), key_schema)
-    scanned = raw.select(
-        F.col("_metadata.file_path").alias("uri"),
-        F.col("_metadata.file_block_start").alias("block_start"),
-        F.monotonically_increasing_id().alias("mono"),
-        F.col("value").alias("text"),
-    ).join(F.broadcast(uri_ids), "uri", "left")
     known = F.coalesce(F.col("file_id"), F.raise_error(F.concat(
         F.lit("internal error: Spark read a line of a file it did not list: "), F.col("uri"))).cast(IntegerType()))
-    return scanned.select(known.alias("file_id"), "block_start", "mono", "text")
+    return rows.join(F.broadcast(uri_ids), "uri", "left").select(
+        known.alias("file_id"), *[c for c in rows.columns if c != "uri"])
 
 
 def _uri_to_path(uri: str) -> str:

@@ -24,7 +24,7 @@ from auditor.ingest import discovery as d
 from auditor.ingest.checkpoints import parse_checkpoints
 from auditor.ingest.describe import parse_describe
 from auditor.ingest.dumps import parse_dumps
-from auditor.ingest.lines import number_lines, read_text_lines
+from auditor.ingest.lines import read_small_files, read_text_lines
 from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, Snapshot
 from auditor.materialise import materialise, new_work_dir
 from auditor.spark import local_frame
@@ -88,7 +88,7 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str) -> Snaps
         read_text_lines(spark, dump_files),
         files.filter(F.col("kind") == d.DUMP).select("file_id", "rel", "snapshot", "broker", "topic", "partition"),
         work_dir,
-        also={"small": number_lines(read_text_lines(spark, other_files)).select("file_id", "line_number", "text")},
+        also={"small": read_small_files(spark, other_files)},
     )
     small = dumps.extra["small"]
     small_files = files.filter(F.col("kind") != d.DUMP)
