@@ -71,7 +71,10 @@ def materialise(frames: dict[str, DataFrame], work_dir: str, label: str) -> dict
     tagged = [df.select(F.lit(name).alias(TAG), F.struct(*[F.col(f"`{c}`") for c in df.columns]).alias(name))
               for name, df in frames.items()]
     union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), tagged)
-    union.write.mode("overwrite").partitionBy(TAG).parquet(os.path.join(work_dir, label))
+    # (Written without a sort: see ``spark.sql.maxConcurrentOutputFileWriters`` in
+    # :data:`auditor.spark.BASE_CONF`. Row groups of 32 MB bound each open file's buffer.)
+    union.write.mode("overwrite").option("parquet.block.size", 32 << 20).partitionBy(TAG).parquet(
+        os.path.join(work_dir, label))
     return {name: read_frame(spark, work_dir, label, name, df.schema) for name, df in frames.items()}
 
 

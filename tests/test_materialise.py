@@ -60,6 +60,24 @@ def test_local_frame_keeps_rows_types_and_nulls(spark) -> None:  # type: ignore[
 
 
 @pytest.mark.spark
+def test_many_driver_rows_are_read_from_a_stored_file(spark, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Above LOCAL_ROWS rows the frame is a Parquet scan (no copy of the rows in every
+    plan), with the same rows, types and nulls."""
+    import auditor.spark
+    from auditor.spark import local_frame
+
+    monkeypatch.setattr(auditor.spark, "LOCAL_ROWS", 1)
+    rows = [(1, "a", T0, None), (2, None, datetime(2026, 1, 1), 7)]
+    df = local_frame(spark, rows, "id int, name string, at timestamp, n bigint")
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert "LocalTableScan" not in plan and "FileScan parquet" in plan
+    assert [f.dataType.simpleString() for f in df.schema.fields] == ["int", "string", "timestamp", "bigint"]
+    got = sorted(df.collect())
+    assert [(r.id, r.name, r.n) for r in got] == [(1, "a", None), (2, None, 7)]
+    assert {r.at.replace(tzinfo=None) for r in got} == {datetime(2026, 1, 1)}
+
+
+@pytest.mark.spark
 def test_fields_by_token(spark) -> None:  # type: ignore[no-untyped-def]
     from pyspark.sql import functions as F
 

@@ -59,10 +59,13 @@ def read_small_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]
     """
     if not files:
         return local_frame(spark, [], "file_id int, line_number bigint, text string")
-    raw = spark.read.schema(_VALUE).text([f.path for _, f in files], wholetext=True)
-    body = F.regexp_replace(F.col("value"), r"(\r\n|\r|\n)\z", "")
-    split = F.when(F.col("value") == "", F.array().cast("array<string>")).otherwise(
-        F.split(body, r"\r\n|\r|\n", -1))
+    # The binary file source: one row per file, without the per-file Hadoop job
+    # configuration the text source clones (measured on 10,000 checkpoint files: 3.5 s
+    # against 6.5 s for the text source's whole-file mode, 4 ms per file for its lines).
+    raw = spark.read.format("binaryFile").load([f.path for _, f in files])
+    value = F.col("content").cast(StringType())
+    body = F.regexp_replace(value, r"(\r\n|\r|\n)\z", "")
+    split = F.when(value == "", F.array().cast("array<string>")).otherwise(F.split(body, r"\r\n|\r|\n", -1))
     whole = raw.select(F.col("_metadata.file_path").alias("uri"), split.alias("lines"))
     return _with_file_ids(spark, raw, files, whole).select(
         "file_id", F.posexplode("lines").alias("pos", "text")).select(
