@@ -66,6 +66,7 @@ def build_session(
     conf: dict[str, str] | None = None,
     quiet: bool = False,
     small_input: bool = False,
+    extra_java_options: Sequence[str] = (),
 ) -> SparkSession:
     """Return the active SparkSession, or build one with the auditor's settings.
 
@@ -77,6 +78,7 @@ def build_session(
         small_input: the session will audit a small input: its JVM compiles with C1 only
             (``-XX:TieredStopAtLevel=1``), which warms up sooner; Spark's planning, not data,
             is the work there.
+        extra_java_options: more JVM options for a local-mode driver.
 
     Returns:
         The session. When one is already active (spark-submit, a notebook) it is reused.
@@ -111,6 +113,13 @@ def build_session(
         java_options.append(f"-Dlog4j2.configurationFile={log_conf.as_uri()}")
     if small_input:
         java_options.append("-XX:TieredStopAtLevel=1")
+    if not _launched_by_spark_submit():
+        # The JVM started here maps the classes it loads from the archive `auditor warm-up`
+        # built, when there is one (not while building one: one dynamic archive at a time).
+        from auditor import classarchive
+
+        building = any(o.startswith("-XX:ArchiveClassesAtExit") for o in extra_java_options)
+        java_options += ([] if building else classarchive.use_options()) + list(extra_java_options)
     if java_options:
         # (Local mode: the executors live in the driver's JVM. A cluster keeps its own
         # executor options.)

@@ -17,3 +17,5 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[dev]'
+# Record the classes Spark's JVM loads (once per machine, ~30 s): later audits start faster.
+.venv/bin/auditor warm-up || echo "setup: warm-up failed; audits still work, they start slower" >&2

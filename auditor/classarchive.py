@@ -1,0 +1,103 @@
+"""A class-data-sharing archive of the classes an audit loads, to start Spark's JVM faster.
+
+An audit's JVM loads and verifies about 26,000 classes (Spark, Catalyst, Hadoop, Parquet)
+before and while it plans; on a small input that is a large part of the run. The JVM can
+map an archive of those classes, already parsed and verified, instead (JDK 13+ dynamic
+class-data sharing). ``auditor warm-up`` (run by ``scripts/setup.sh``) builds the archive
+once per machine by auditing a tiny simulated snapshot with
+``-XX:ArchiveClassesAtExit``; :func:`auditor.spark.build_session` then starts local-mode
+JVMs with ``-XX:SharedArchiveFile``.
+
+Safe by construction: the JVM checks the archive against its own version and classpath
+and, when they differ or the file is missing, starts without it (its warning is turned
+off: it would only say the archive was not used). ``AUDITOR_CLASS_ARCHIVE=0`` disables
+the archive; ``AUDITOR_CLASS_ARCHIVE=/path`` moves it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+ENV = "AUDITOR_CLASS_ARCHIVE"
+#: JVM log settings that keep class-data-sharing messages off the console.
+QUIET = ["-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
+
+
+def archive_path() -> Path | None:
+    """Where the archive of this pyspark and this Java lives; None when disabled."""
+    setting = os.environ.get(ENV, "")
+    if setting in ("0", "off", "false"):
+        return None
+    if setting:
+        return Path(setting)
+    import pyspark
+
+    # Keyed by what the JVM checks: the Java build and the jars (a reinstall changes the
+    # jars directory's modification time).
+    jars = Path(pyspark.__file__).with_name("jars")
+    stamp = jars.stat().st_mtime_ns if jars.is_dir() else 0
+    key = hashlib.sha256(f"{pyspark.__version__}|{jars}|{stamp}|{_java_executable()}".encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "log-auditor" / f"spark-classes-{key}.jsa"
+
+
+def _java_executable() -> str:
+    """The java binary pyspark will start (``JAVA_HOME`` first, as spark-class does)."""
+    home = os.environ.get("JAVA_HOME")
+    found = os.path.join(home, "bin", "java") if home else shutil.which("java") or "java"
+    return os.path.realpath(found)
+
+
+def use_options() -> list[str]:
+    """JVM options that map the archive when it exists (none otherwise)."""
+    path = archive_path()
+    if path is None or not path.is_file():
+        return []
+    return [f"-XX:SharedArchiveFile={path}", *QUIET]
+
+
+def build(progress=print) -> Path | None:  # type: ignore[no-untyped-def]
+    """Build the archive: audit a tiny simulated snapshot in a JVM that writes the classes
+    it loaded when it exits. Returns the archive's path (None when disabled).
+
+    Written to a temporary name and renamed when the JVM has exited, so a reader never
+    maps a half-written archive and two concurrent builds cannot mix.
+    """
+    path = archive_path()
+    if path is None:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    from pyspark import SparkContext
+
+    from auditor.config import Config
+    from auditor.run import run_audit
+    from auditor.simulator import simulate
+    from auditor.spark import build_session
+
+    if SparkContext._active_spark_context is not None:  # noqa: SLF001 - the JVM must be ours to stop
+        raise RuntimeError("warm-up needs a fresh process: a Spark session is already running")
+    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+    with tempfile.TemporaryDirectory(prefix="auditor-warm-up-") as tmp:
+        simulate(os.path.join(tmp, "snapshot"), topics=1, partitions=2, batches=20, faults="unclean-election",
+                 seed=1)
+        spark = build_session(quiet=True, small_input=True,
+                              extra_java_options=[f"-XX:ArchiveClassesAtExit={partial}", *QUIET])
+        progress("auditing a tiny simulated snapshot to record the classes Spark loads")
+        run_audit(spark, os.path.join(tmp, "snapshot"), os.path.join(tmp, "out"),
+                  Config(cluster="warm-up", fail_on="never"))
+        gateway = SparkContext._gateway  # noqa: SLF001 - the JVM writes the archive as it exits
+        spark.stop()
+        proc = getattr(gateway, "proc", None)
+        gateway.shutdown()
+        if proc is not None:
+            if proc.stdin is not None:
+                proc.stdin.close()  # spark-submit's JVM exits when its stdin closes
+            proc.wait(timeout=300)
+    if not partial.is_file():
+        raise RuntimeError(f"the JVM did not write {partial}")
+    os.replace(partial, path)
+    return path

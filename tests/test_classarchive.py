@@ -1,0 +1,47 @@
+"""The class-data-sharing archive: used when present, ignored when absent, off on request,
+and never able to stop a JVM from starting."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from auditor import classarchive
+
+
+def test_archive_options_follow_the_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    archive = tmp_path / "classes.jsa"
+    monkeypatch.setenv(classarchive.ENV, str(archive))
+    assert classarchive.use_options() == []  # not built yet: the JVM starts as usual
+    archive.write_bytes(b"x")
+    assert classarchive.use_options() == [f"-XX:SharedArchiveFile={archive}", *classarchive.QUIET]
+    monkeypatch.setenv(classarchive.ENV, "0")
+    assert classarchive.archive_path() is None and classarchive.use_options() == []
+
+
+def test_default_archive_is_per_user_cache_and_keyed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(classarchive.ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    path = classarchive.archive_path()
+    assert path is not None and path.parent == tmp_path / "log-auditor"
+    assert path.name.startswith("spark-classes-") and path.suffix == ".jsa"
+    assert classarchive.archive_path() == path  # stable for one installation
+
+
+@pytest.mark.spark
+def test_a_broken_archive_does_not_stop_the_jvm(tmp_path: Path) -> None:
+    """A stale or corrupt archive (another Spark, a half-copied file) is skipped silently."""
+    bogus = tmp_path / "broken.jsa"
+    bogus.write_bytes(os.urandom(4096))
+    code = ("from auditor.spark import build_session\n"
+            "spark = build_session('local[1]', quiet=True, small_input=True, conf={'spark.ui.enabled': 'false'})\n"
+            "print('count', spark.range(5).count())\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, classarchive.ENV: str(bogus)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "count 5" in done.stdout
+    assert "shared archive" not in (done.stdout + done.stderr).lower()
