@@ -20,6 +20,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 ENV = "AUDITOR_CLASS_ARCHIVE"
@@ -60,7 +61,7 @@ def use_options() -> list[str]:
     return [f"-XX:SharedArchiveFile={path}", *QUIET]
 
 
-def build(progress=print) -> Path | None:  # type: ignore[no-untyped-def]
+def build(progress: Callable[[str], None] = print) -> Path | None:
     """Build the archive: audit a tiny simulated snapshot in a JVM that writes the classes
     it loaded when it exits. Returns the archive's path (None when disabled).
 
