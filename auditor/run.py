@@ -143,9 +143,9 @@ SMALL_INPUT_BYTES = 32 << 20
 #: compilation (compiling ~200 stages costs more than it saves), one shuffle partition and
 #: no broadcasts (each broadcast is a job of its own). Measured on the demo input (1,000
 #: batches): 52 s and 107 jobs -> 34 s and 29 jobs, with -XX:TieredStopAtLevel=1 from
-#: :func:`auditor.spark.build_session`. Hints are ignored too: a broadcast (even of a local
-#: relation) is a Spark job of its own, where a one-partition shuffle join is a stage of
-#: the job that needs it (the demo: 29 -> 15 jobs).
+#: :func:`auditor.spark.build_session`. Broadcast hints are ignored too: a broadcast, even
+#: of a local relation, is a job, where a one-partition shuffle join is a stage of the job
+#: that needs it (the demo: 29 -> 15 jobs).
 SMALL_INPUT_CONF = {
     "spark.sql.optimizer.disableHints": "true",
     "spark.sql.codegen.wholeStage": "false",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import os
 import shutil
@@ -78,7 +79,7 @@ def build_session(
         small_input: the session will audit a small input: its JVM compiles with C1 only
             (``-XX:TieredStopAtLevel=1``), which warms up sooner; Spark's planning, not data,
             is the work there.
-        extra_java_options: more JVM options for a local-mode driver.
+        extra_java_options: more options for a driver JVM started here (not under spark-submit).
 
     Returns:
         The session. When one is already active (spark-submit, a notebook) it is reused.
@@ -189,13 +190,9 @@ def local_frame(spark: SparkSession, rows: Sequence[Sequence[object]], schema: S
     return spark.read.schema(struct).parquet(path)
 
 
-_SPILL_DIR: list[str] = []
-
-
+@functools.cache
 def _spill_dir() -> str:
     """This process's directory for :func:`local_frame`'s Parquet files, removed at exit."""
-    if not _SPILL_DIR:
-        path = tempfile.mkdtemp(prefix="auditor-rows-")
-        atexit.register(shutil.rmtree, path, ignore_errors=True)
-        _SPILL_DIR.append(path)
-    return _SPILL_DIR[0]
+    path = tempfile.mkdtemp(prefix="auditor-rows-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
