@@ -5,6 +5,7 @@ Python API (SPEC section 7)::
     import auditor
     snap = auditor.load_snapshot(spark, "/path/to/snapshot")
     tables = auditor.audit(snap)
+    answers = auditor.end_offset_for(caches, requests)   # Kafka's EOE (SPEC 4.2)
 
 Nothing here starts Spark at import time.
 """
@@ -15,11 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "audit", "load_snapshot"]
+__all__ = ["__version__", "audit", "end_offset_for", "load_snapshot"]
 
 if TYPE_CHECKING:
     from auditor.engine import audit
     from auditor.ingest.snapshot import load_snapshot
+    from auditor.semantics.eoe import end_offset_for
 
 
 def __getattr__(name: str) -> Any:
@@ -32,4 +34,8 @@ def __getattr__(name: str) -> Any:
         from auditor.engine import audit
 
         return audit
-    raise AttributeError(name)
+    if name == "end_offset_for":
+        from auditor.semantics.eoe import end_offset_for
+
+        return end_offset_for
+    raise AttributeError(f"module 'auditor' has no attribute {name!r}")

@@ -3,8 +3,10 @@ inside commands so ``auditor --help`` is instant."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -107,6 +109,29 @@ def simulate_command(snapshot: str, **kwargs: Any) -> None:
     click.echo(summary.format())
 
 
+@main.command("recover")
+@click.argument("out", type=click.Path(exists=True, file_okay=False, path_type=str))
+def recover_command(out: str) -> None:
+    """Undo the writes of an audit that was killed while writing to OUT.
+
+    Every audit into OUT does this itself before it writes; run it by hand when no audit
+    will follow soon, e.g. after a killed re-run of an existing --run-id (whose earlier
+    rows stay visible, half replaced, until then). Exit 0 also when there was nothing to do.
+    """
+    from auditor.errors import OutputError
+    from auditor.sinks import commit
+    from auditor.sinks.delta import DeltaRsWriter
+
+    try:
+        with commit.out_lock(out, holder=f"auditor recover, pid {os.getpid()}",
+                             waiting=lambda msg: click.echo(msg, err=True)):
+            done = commit.recover(out, DeltaRsWriter(), by="auditor recover")
+    except OutputError as exc:
+        click.echo(f"auditor: error: {exc}", err=True)
+        sys.exit(2)
+    click.echo(done or f"{out}: no interrupted run to recover")
+
+
 @main.command("warm-up")
 @click.option("--force", is_flag=True, help="Build the archive again even when it exists.")
 def warm_up_command(force: bool) -> None:
@@ -142,6 +167,10 @@ def run_from_options(
     """Run one audit from parsed options and return the exit status (0, 1 or 2)."""
     _setup_logging(verbose)
     started = time.monotonic()
+    # A scheduler stops a run with SIGTERM: raise SystemExit, so a run that is writing
+    # undoes its writes (auditor.sinks.commit) before it exits.
+    with contextlib.suppress(ValueError):  # only the main thread may set handlers
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
     def progress(msg: str) -> None:
         click.echo(f"[{time.monotonic() - started:6.1f}s] {msg}", err=True)
@@ -161,6 +190,9 @@ def run_from_options(
             validate_run_id(run_id)
         if cfg.format == "kafka" and not os.path.isdir(snapshot):
             raise InputError(f"input {snapshot} does not exist or is not a directory")
+        from auditor.run import check_paths
+
+        check_paths(snapshot, out)
         progress("starting Spark")
         from auditor.run import format_summary, is_small_input, run_audit
         from auditor.spark import build_session
@@ -200,6 +232,10 @@ def run_from_options(
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         click.echo(f"auditor: error: the run failed: {first[:300]} (use --verbose for details)", err=True)
         return 2
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _setup_logging(verbose: bool) -> None:

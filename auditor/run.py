@@ -1,14 +1,15 @@
 """One audit run: parse, compute, write the Delta tables, summarise, decide the exit status.
 
 Every output is computed and materialised before the first table is written, so a run
-that fails while computing leaves OUT untouched; a run that fails while writing restores
-every table it touched to its version before the run; the SUCCEEDED ``runs`` row is
-written last, so readers never count a half-written run.
+that fails while computing leaves OUT untouched. The writes land as
+:mod:`auditor.sinks.commit` says: runs into one OUT take turns to write, a run that fails
+while writing (or is killed: then the next writer does it) has every table it touched
+restored, and the SUCCEEDED ``runs`` row is written last, so readers never count a
+half-written run.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -28,10 +29,11 @@ from auditor import __version__
 from auditor.checks.registry import SEVERITY_RANK
 from auditor.config import Config, validate_run_id
 from auditor.engine import audit
-from auditor.errors import InconsistentResultError
+from auditor.errors import AuditorError, InconsistentResultError, UsageError
 from auditor.ingest.model import Snapshot
 from auditor.ingest.snapshot import load_snapshot
 from auditor.materialise import keep_work_dirs, materialise, new_work_dir, read_frame_arrow
+from auditor.sinks import commit
 from auditor.sinks import delta as io
 from auditor.sinks import schemas
 
@@ -78,12 +80,15 @@ def run_audit(
             OUT is writable and the failure happened after the run started.
     """
     run_id = validate_run_id(run_id or str(uuid.uuid4()))
+    check_paths(snapshot_path, out)
     started = datetime.now(timezone.utc)
     t0 = time.monotonic()
     io.check_writable(out)
     protocol = config.effective_protocol
     writer = io.choose_writer(spark)
-    written: list[tuple[str, int]] = []  # (table path, version before this run wrote it)
+    identity = commit.RunIdentity(
+        run_id=run_id, cluster=config.cluster, started_at=started, input=snapshot_path, format=config.format,
+        protocol=protocol, writer=writer.name, tool_version=__version__, spark_version=spark.version)
     work_dir = new_work_dir()
     saved = {k: spark.conf.get(k, None) for k in SMALL_INPUT_CONF}
     if is_small_input(snapshot_path):
@@ -104,25 +109,20 @@ def run_audit(
         arrow = {name: stored_arrow(work_dir, name) for name in tables}
         summary_before = _finding_summary(arrow["findings"], config.fail_on)
         counts = _counts(snap, arrow, summary_before[0])
-        for name in tables:
-            progress(f"writing {name}")
-            path = io.table_path(out, name)
-            written.append((path, writer.prepare(path, schemas.OUTPUT_TABLES[name])))
-            rows = arrow[name] if writer.name == "deltalake" else stored[name]
-            writer.replace_run(path, rows, schemas.OUTPUT_TABLES[name], run_id)
-        finished = datetime.now(timezone.utc)
-        progress("writing runs")
-        runs_path = io.table_path(out, "runs")
-        written.append((runs_path, writer.prepare(runs_path, schemas.RUNS)))
-        writer.replace_run(runs_path, _runs_row(
-            spark.version, run_id, config, started, finished, "SUCCEEDED", snapshot_path, protocol,
-            writer.name, counts), schemas.RUNS, run_id)
-        by_check, failing = _finding_summary(stored_arrow(work_dir, "findings"), config.fail_on)
-        check_consistent(summary_before, (by_check, failing),
-                         getattr(writer, "rows_written", {}).get(io.table_path(out, "findings")))
-    except Exception:  # AuditorError included: undo what was written, record the failure, re-raise
-        _roll_back(writer, written)
-        _record_failure(spark, writer, out, run_id, config, started, snapshot_path, protocol)
+        after: list[tuple[list[tuple[str, str, int, int]], int]] = []
+
+        def still_consistent() -> None:
+            after.append(_finding_summary(stored_arrow(work_dir, "findings"), config.fail_on))
+            check_consistent(summary_before, after[0],
+                             getattr(writer, "rows_written", {}).get(io.table_path(out, "findings")))
+
+        commit.land(
+            out, writer, identity,
+            [(name, arrow[name] if writer.name == "deltalake" else stored[name]) for name in tables],
+            lambda: identity.row("SUCCEEDED", counts), before_runs_row=still_consistent, progress=progress)
+        by_check, failing = after[0]
+    except Exception as exc:  # AuditorError included: record the failure (the writes are undone), re-raise
+        _record_failure(writer, out, identity, exc)
         raise
     finally:
         if not keep_work_dirs():
@@ -173,6 +173,16 @@ def is_small_input(path: str, limit: int = SMALL_INPUT_BYTES) -> bool:
         except OSError:
             continue
     return True
+
+
+def check_paths(snapshot_path: str, out: str) -> None:
+    """Raise :class:`UsageError` when OUT is the input folder or inside it (the next audit
+    would read the tables as input)."""
+    source = os.path.realpath(snapshot_path)
+    target = os.path.realpath(out)
+    if target == source or target.startswith(source.rstrip(os.sep) + os.sep):
+        raise UsageError(f"--out {out} is inside the input folder {snapshot_path}: the next audit would read "
+                         "its own tables; choose an OUT outside the snapshot")
 
 
 def stored_arrow(work_dir: str, name: str) -> pa.Table:
@@ -243,19 +253,6 @@ def _worst_partitions(partition_status: pa.Table, limit: int = 10) -> list[tuple
     return [(r["topic"], int(r["partition"]), r["worst_severity"], int(r["finding_count"])) for r in rows[:limit]]
 
 
-def _runs_row(spark_version: str, run_id: str, config: Config, started: datetime,
-              finished: datetime | None, status: str, input_path: str, protocol: str,
-              writer: str, counts: dict[str, Any]) -> pa.Table:
-    """The one ``runs`` row of a run, as Arrow (no Spark job to build it)."""
-    row = {
-        "run_id": run_id, "cluster": config.cluster, "started_at": started, "finished_at": finished,
-        "status": status, "input": input_path, "format": config.format, "protocol": protocol,
-        "writer": writer, "tool_version": __version__, "spark_version": spark_version,
-        "counts": json.dumps(counts, sort_keys=True), "day": started.date(),
-    }
-    return pa.Table.from_pylist([row], schema=io.arrow_schema(schemas.RUNS))
-
-
 def check_consistent(before: tuple[list[tuple[str, str, int, int]], int],
                      after: tuple[list[tuple[str, str, int, int]], int], rows_written: int | None) -> None:
     """Raise :class:`InconsistentResultError` unless the findings summary taken before the
@@ -267,26 +264,20 @@ def check_consistent(before: tuple[list[tuple[str, str, int, int]], int],
             f"rows written: {rows_written}); the run was rolled back, re-run it")
 
 
-def _roll_back(writer: io.TableWriter, written: list[tuple[str, int]]) -> None:
-    """Restore every table this run started writing to its version before the run, so a
-    run that fails halfway leaves every earlier row (its own run id's included) as it was.
-    Assumes one run at a time per OUT (a scheduler's max_active_runs = 1)."""
-    for path, version in reversed(written):
-        try:
-            writer.restore(path, version)
-        except Exception as exc:  # keep going: restore what can be restored
-            logger.error("could not restore %s to version %d: %s", path, version, exc)
-
-
-def _record_failure(spark: SparkSession, writer: io.TableWriter, out: str, run_id: str,
-                    config: Config, started: datetime, input_path: str, protocol: str) -> None:
+def _record_failure(writer: io.TableWriter, out: str, run: commit.RunIdentity, exc: BaseException) -> None:
     """Append a FAILED ``runs`` row; earlier rows of the same run id stay as they were."""
     try:
-        row = _runs_row(spark.version, run_id, config, started, datetime.now(timezone.utc), "FAILED",
-                        input_path, protocol, writer.name, {})
-        writer.append(io.table_path(out, "runs"), row, schemas.RUNS)
-    except Exception as exc:  # the original error matters more than this one
-        logger.warning("could not record the failed run in %s: %s", out, exc)
+        commit.append_failed(out, writer, run.row("FAILED", {"error": _one_line(exc)}))
+    except Exception as err:  # the original error matters more than this one
+        logger.warning("could not record the failed run in %s: %s", out, err)
+
+
+def _one_line(exc: BaseException) -> str:
+    """What the FAILED row says of ``exc``: our own errors' messages (they never quote input
+    lines); for anything else only its type, since an engine's message may quote a value."""
+    if isinstance(exc, AuditorError) and str(exc).strip():
+        return str(exc).strip().splitlines()[0][:300]
+    return f"{type(exc).__name__} (the audit's own output has the details)"
 
 
 def record_early_failure(out: str, run_id: str | None, config: Config, started: datetime,
@@ -295,10 +286,12 @@ def record_early_failure(out: str, run_id: str | None, config: Config, started: 
     or config), when OUT is writable. Returns whether the row was written."""
     if not os.path.isdir(out) or not os.access(out, os.W_OK):
         return False
+    run = commit.RunIdentity(
+        run_id=run_id or str(uuid.uuid4()), cluster=config.cluster, started_at=started, input=input_path,
+        format=config.format, protocol=config.effective_protocol, writer="deltalake", tool_version=__version__,
+        spark_version="")
     try:
-        row = _runs_row("", run_id or str(uuid.uuid4()), config, started, datetime.now(timezone.utc),
-                        "FAILED", input_path, config.effective_protocol, "deltalake", {"error": error})
-        io.append_arrow(io.table_path(out, "runs"), row, schemas.RUNS)
+        commit.append_failed(out, io.DeltaRsWriter(), run.row("FAILED", {"error": error}))
         return True
     except Exception as exc:  # never hide the original error behind this one
         logger.warning("could not record the failed run in %s: %s", out, exc)

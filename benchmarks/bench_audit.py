@@ -13,6 +13,10 @@ after the other:
 - ``wc_s``: ``wc -l`` over every dump file (the floor of reading the text);
 - ``spark_scan_s``: a fresh Spark process counting the batch lines of the same files
   (``spark.read.text`` + ``startswith`` filter), process start to answer;
+- ``spark_parse_s``: the floor of any parser built from Spark's built-in functions: a
+  fresh Spark process that splits each batch line at spaces, reads the four numbers the
+  script reads (base and last offset, epoch, CRC) at their fixed token positions, and sums
+  them. No line numbers, no sections, no shuffle: less than the audit must do;
 - ``python_s``: this script's plain parser, single-threaded: one regular expression per batch
   line, the leader from ``topics-describe.txt``, each follower's divergence from its leader
   (first base offset where their batches differ) and Kafka's epoch truncation
@@ -86,6 +90,23 @@ spark = build_session(None, quiet=True)
 paths = [l.rstrip("\\n") for l in open(sys.argv[1])]
 n = spark.read.text(paths).filter(F.col("value").startswith("baseOffset: ")).count()
 print(json.dumps({"batch_lines": n}))
+"""
+
+PARSE = """
+import sys, json
+from pyspark.sql import functions as F
+from auditor.spark import build_session
+spark = build_session(None, quiet=True)
+paths = [l.rstrip("\\n") for l in open(sys.argv[1])]
+lines = spark.read.text(paths).filter(F.col("value").startswith("baseOffset: "))
+tok = F.split(F.col("value"), " ")
+# 3.3+ batch lines: baseOffset: B lastOffset: L count: C ... partitionLeaderEpoch: E ... crc: R
+n = F.array_position(tok, "partitionLeaderEpoch:").cast("int")
+c = F.array_position(tok, "crc:").cast("int")
+fields = [F.get(tok, 1), F.get(tok, 3), F.get(tok, n), F.get(tok, c)]
+row = lines.select(F.count(F.lit(1)).alias("n"),
+                   *[F.sum(f.cast("long")).alias(f"s{i}") for i, f in enumerate(fields)]).first()
+print(json.dumps({"batch_lines": row["n"]}))
 """
 
 AUDIT = """
@@ -194,6 +215,9 @@ def main() -> None:
         scan_s, out = timed([PY, "-c", SCAN, str(listing)], cwd=str(REPO))
         row["batch_lines"] = json.loads(out.strip().splitlines()[-1])["batch_lines"]
         row["spark_scan_s"] = round(scan_s, 2)
+        parse_s, out = timed([PY, "-c", PARSE, str(listing)], cwd=str(REPO))
+        assert json.loads(out.strip().splitlines()[-1])["batch_lines"] == row["batch_lines"]
+        row["spark_parse_s"] = round(parse_s, 2)
         t0 = time.perf_counter()
         parsed, py_diverged = python_script(root)
         row["python_s"] = round(time.perf_counter() - t0, 2)
@@ -207,7 +231,8 @@ def main() -> None:
         assert diverged == py_diverged, ("audit and script disagree on diverged followers", diverged, py_diverged)
         row.update(diverged_followers=diverged,
                    audit_over_python=round(audit_s / float(row["python_s"]), 2),  # type: ignore[arg-type]
-                   audit_over_scan=round(audit_s / scan_s, 2))
+                   audit_over_scan=round(audit_s / scan_s, 2),
+                   parse_floor_over_python=round(parse_s / float(row["python_s"]), 2))  # type: ignore[arg-type]
         print(json.dumps(row), flush=True)
         shutil.rmtree(out_dir, ignore_errors=True)
         if not args.keep:

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from auditor.cli import main
@@ -21,6 +22,14 @@ def test_help_does_not_import_spark() -> None:
     for option in ("--out", "--format", "--cluster", "--snapshot", "--run-id", "--protocol",
                    "--fail-on", "--conf", "--master", "--report"):
         assert option in result.output
+
+
+def test_the_public_api_is_on_the_package_and_lazy() -> None:
+    code = ("import sys, auditor; assert 'pyspark' not in sys.modules; "
+            "from auditor.semantics import eoe; assert auditor.end_offset_for is eoe.end_offset_for; "
+            "assert set(auditor.__all__) >= {'audit', 'load_snapshot', 'end_offset_for'}; print(auditor.end_offset_for)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "function end_offset_for" in out.stdout
 
 
 def test_missing_input_exits_2_with_one_line(tmp_path: Path) -> None:
@@ -55,6 +64,42 @@ def test_bad_config_exits_2(tmp_path: Path) -> None:
     conf = write(tmp_path / "c.toml", "[audit]\nclustr = 'x'\n")
     result = CliRunner().invoke(main, ["audit", str(tmp_path), "--out", "o", "--conf", str(conf)])
     assert result.exit_code == 2 and "unknown key" in result.output
+
+
+@pytest.mark.parametrize("text, named", [
+    ("[audit\n", "not valid TOML"),
+    ("[audti]\ncluster = 'x'\n", "audti"),
+    ("[audit]\nclustr = 'x'\n", "clustr"),
+    ("[audit]\nfail_on = 3\n", "fail_on"),
+    ("[audit]\ncluster = 'two words'\n", "cluster"),
+    ("[spark]\nconf = 1\n", "conf"),
+    ("[severity]\nNO_SUCH_CHECK = 'ERROR'\n", "NO_SUCH_CHECK"),
+    ("[severity]\nOFFSET_GAP = 'LOUD'\n", "OFFSET_GAP"),
+    ("[severity]\nOFFSET_GAP = 1\n", "OFFSET_GAP"),
+    ("[[allowlist]]\ncheck = 'NO_SUCH_CHECK'\n", "NO_SUCH_CHECK"),
+    ("[[allowlist]]\ncheck = 'OFFSET_GAP'\npartition = '1'\n", "partition"),
+    ("[[allowlist]]\ncheck = 'OFFSET_GAP'\nbroker = 1\n", "broker"),
+    ("[compaction]\ntopics = 'orders'\n", "topics"),
+])
+def test_every_config_mistake_exits_2_naming_the_key(tmp_path: Path, text: str, named: str) -> None:
+    conf = write(tmp_path / "c.toml", text)
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    result = CliRunner().invoke(main, ["audit", str(snap), "--out", str(tmp_path / "o"), "--conf", str(conf)])
+    assert result.exit_code == 2
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("auditor: error:") and named in line
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("out", ["snap/out", "snap", "snap/broker=1/deeper"])
+def test_out_inside_the_input_exits_2(tmp_path: Path, out: str) -> None:
+    (tmp_path / "snap" / "broker=1").mkdir(parents=True)
+    result = CliRunner().invoke(main, ["audit", str(tmp_path / "snap"), "--out", str(tmp_path / out)])
+    assert result.exit_code == 2
+    (line,) = result.output.strip().splitlines()
+    assert "inside the input folder" in line
+    assert not (tmp_path / out / "runs").exists()
 
 
 def test_options_come_from_the_environment(tmp_path: Path) -> None:

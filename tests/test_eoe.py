@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from auditor.semantics.eoe import end_offset_for
+from auditor import end_offset_for  # the public API of SPEC 7
 from tests import reference
 
 pytestmark = pytest.mark.spark

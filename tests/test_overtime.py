@@ -101,18 +101,18 @@ def test_successive_runs_use_only_succeeded_runs_of_the_cluster(spark, tmp_path:
     run_audit(spark, str(tmp_path / "d1"), str(out), Config(cluster="prod"), run_id="r1", snapshot_label=DAY1)
     # a later observation that must not count: a run that failed after writing its data
     # tables (its SUCCEEDED row never came). Counting it would hide the regressions.
-    real = run_module._runs_row
+    real = run_module.commit.RunIdentity.row
 
-    def failing_runs_row(*args, **kwargs):  # type: ignore[no-untyped-def]
-        if args[5] == "SUCCEEDED":
+    def failing_runs_row(self, status, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if status == "SUCCEEDED":
             raise RuntimeError("disk full")
-        return real(*args, **kwargs)
+        return real(self, status, *args, **kwargs)
 
-    monkeypatch.setattr(run_module, "_runs_row", failing_runs_row)
+    monkeypatch.setattr(run_module.commit.RunIdentity, "row", failing_runs_row)
     with pytest.raises(RuntimeError):
         run_audit(spark, str(tmp_path / "d2"), str(out), Config(cluster="prod"), run_id="f1",
                   snapshot_label="2026-01-01T12:00:00Z")
-    monkeypatch.setattr(run_module, "_runs_row", real)
+    monkeypatch.setattr(run_module.commit.RunIdentity, "row", real)
     # ... and its data rows were rolled back, leaving only its FAILED row
     for table in ("findings", "replica_status", "partition_status", "epoch_lineage"):
         assert not [r for r in DeltaTable(str(out / table)).to_pyarrow_table().to_pylist() if r["run_id"] == "f1"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -166,7 +167,13 @@ def _has_broker_dir(base: Path, snap_dirs: list[os.DirEntry[str]],
 
 
 def _walk_snapshot(result: Discovery, base: Path, snap_root: Path, instant: datetime) -> None:
-    for entry in sorted(os.scandir(snap_root), key=lambda e: e.name):
+    try:
+        entries = sorted(os.scandir(snap_root), key=lambda e: e.name)
+    except OSError as exc:
+        result.problems.append(FileProblem(os.path.relpath(snap_root, base), instant, None,
+                                           f"folder cannot be read: {exc.strerror or exc}"))
+        return
+    for entry in entries:
         rel = os.path.relpath(entry.path, base)
         if entry.is_dir():
             m = BROKER_DIR.match(entry.name)
@@ -189,9 +196,17 @@ def _walk_snapshot(result: Discovery, base: Path, snap_root: Path, instant: date
 def _walk_broker(result: Discovery, base: Path, broker_root: Path, instant: datetime,
                  broker: int) -> None:
     stack = [broker_root]
+    seen: set[tuple[int, int]] = set()  # folders by (device, inode): a symlink loop is read once
     while stack:
         folder = stack.pop()
         try:
+            st = os.stat(folder)
+            if (st.st_dev, st.st_ino) in seen:
+                result.problems.append(FileProblem(
+                    os.path.relpath(folder, base), instant, broker,
+                    "folder links to a folder already read (a symlink loop?): not read again"))
+                continue
+            seen.add((st.st_dev, st.st_ino))
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
         except OSError as exc:
             result.problems.append(FileProblem(
@@ -245,14 +260,19 @@ def _add_file(result: Discovery, base: Path, entry: os.DirEntry[str], kind: str,
               instant: datetime, broker: int | None, log_dir: str | None,
               topic: str | None, partition: int | None) -> None:
     rel = os.path.relpath(entry.path, base)
+    try:
+        st = entry.stat()  # follows a symlink: a dangling one cannot be read
+    except OSError as exc:
+        result.problems.append(FileProblem(rel, instant, broker, f"file cannot be read: {exc.strerror or exc}"))
+        return
+    if not stat.S_ISREG(st.st_mode):  # a FIFO would block the reader forever
+        result.problems.append(FileProblem(rel, instant, broker,
+                                           "not a regular file (a pipe, socket or device): not read"))
+        return
     if not os.access(entry.path, os.R_OK):
         result.problems.append(FileProblem(rel, instant, broker, "file cannot be read: permission denied"))
         return
-    try:
-        size = entry.stat().st_size
-    except OSError as exc:
-        result.problems.append(FileProblem(rel, instant, broker, f"file cannot be read: {exc.strerror}"))
-        return
+    size = st.st_size
     result.files.append(InputFile(
         path=os.path.abspath(entry.path), rel=rel, kind=kind, snapshot=instant, broker=broker,
         log_dir=log_dir, topic=topic, partition=partition, size=size))

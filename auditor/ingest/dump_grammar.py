@@ -172,15 +172,51 @@ def header_base_offset(path: Column) -> Column:
     return F.when(value != "", value.try_cast(LongType()))
 
 
+#: Metadata field names of kafka-dump-log.sh lines (KAFKA-FORMATS.md), the only words a
+#: stored line keeps.
+_FIELD_NAMES = (
+    "offset", "position", "CreateTime", "LogAppendTime", "NoTimestampType", "timestamp", "magic", "crc",
+    "isvalid", "isValid", "valid", "compresscodec", "compressType", "producerEpoch", "producerId", "size",
+    "isTransactional", "sequence", "baseSequence", "lastSequence", "firstSequence", "baseOffset", "lastOffset",
+    "firstOffset", "partitionLeaderEpoch", "isControl", "count", "keySize", "keysize", "valueSize", "valuesize",
+    "payloadsize", "deleteHorizonMs", "batchSize", "offsetDelta", "lastStableOffset", "lastTimestamp",
+    "currentTxnFirstOffset", "coordinatorEpoch", "epoch", "version",
+)
+#: The values those fields take: numbers (``crc: N}`` in 3.x legacy records), booleans,
+#: codec names, ``deleteHorizonMs``'s optional.
+_FIELD_VALUE = (r"^(-?\d+\}?|true|false|none|NONE|gzip|GZIP|snappy|SNAPPY|lz4|LZ4|zstd|ZSTD|\w*CompressionCodec"
+                r"|OptionalLong\.empty|OptionalLong\[-?\d+\])$")
+NOT_SHOWN = "<not shown>"
+
+
+def safe_metadata(meta: Column) -> Column:
+    """``meta`` with every word that is not a known field name, or a value of the usual shape
+    right after one, replaced by ``<not shown>``: a damaged line may carry payload text where
+    no content word announces it (a cut line run into a payload continuation)."""
+    toks = F.split(meta, " ")
+    names = [f"{n}:" for n in _FIELD_NAMES]
+
+    def keep(token: Column, i: Column) -> Column:
+        is_value = F.get(toks, i - 1).isin(*names) & token.rlike(_FIELD_VALUE)
+        return F.when(token.isin(*names, "|", "") | is_value, token).otherwise(F.lit(NOT_SHOWN))
+
+    joined = F.array_join(F.transform(toks, keep), " ")
+    return F.regexp_replace(joined, f"{NOT_SHOWN}( {NOT_SHOWN})+", NOT_SHOWN)
+
+
 def redacted(line: Column, kind: Column) -> Column:
     """What ``parse_errors.line`` may store: metadata only, never payloads.
 
-    A line the grammar recognises is cut before its content fields. A line it does not
+    A line the grammar recognises is cut before its content fields, and of the rest only
+    known field names and their values are kept (:func:`safe_metadata`). A line it does not
     recognise may be a payload continued over several physical lines, so only its length
     is kept.
     """
-    meta = F.substring(metadata_part(line), 1, 500)
-    return F.when(
-        kind == "unknown",
-        F.concat(F.lit("<unrecognised line of "), F.length(line).cast("string"), F.lit(" characters, not shown>")),
-    ).otherwise(meta)
+    meta = F.substring(safe_metadata(metadata_part(line)), 1, 500)
+    return (
+        F.when(kind == "unknown", F.concat(
+            F.lit("<unrecognised line of "), F.length(line).cast("string"), F.lit(" characters, not shown>")))
+        .when(kind == "invalid_bytes", F.concat(
+            F.lit("Found "), F.regexp_extract(line, r"^Found (\d+) ", 1), F.lit(" invalid bytes at the end of the segment")))
+        .otherwise(meta)
+    )

@@ -174,17 +174,6 @@ class SparkDeltaWriter:
             table.restoreToVersion(version)
 
 
-def append_arrow(path: str, table: pa.Table, schema: T.StructType) -> None:
-    """Append an Arrow table with ``deltalake``: for the FAILED ``runs`` row of a run that
-    stopped before Spark started (the tables stay readable by either writer)."""
-    from deltalake import DeltaTable, write_deltalake
-
-    if not DeltaTable.is_deltatable(path):
-        os.makedirs(path, exist_ok=True)
-        DeltaTable.create(path, schema=arrow_schema(schema), partition_by=list(PARTITION_COLUMNS), mode="ignore")
-    write_deltalake(path, table.cast(arrow_schema(schema)), mode="append", partition_by=list(PARTITION_COLUMNS))
-
-
 def choose_writer(spark: SparkSession) -> TableWriter:
     """Spark's Delta writer when its classes are loaded, else ``deltalake``."""
     if has_delta_classes(spark):
