@@ -109,6 +109,63 @@ def simulate_command(snapshot: str, **kwargs: Any) -> None:
     click.echo(summary.format())
 
 
+@main.command("report")
+@click.argument("out", type=click.Path(exists=True, file_okay=False, path_type=str))
+@click.option("--cluster", default=None, help="Cluster to report on [default: the only one in OUT].")
+@click.option("--run-id", default=None, help="Run to report on [default: the cluster's latest SUCCEEDED run].")
+@click.option("--output", "output", default="report.html", show_default=True,
+              type=click.Path(dir_okay=False, path_type=str), help="HTML file to write.")
+@click.option("--max-diagrams", default=200, show_default=True, type=click.IntRange(0),
+              help="Draw the worst N flagged partitions; list the others.")
+def report_command(out: str, cluster: str | None, run_id: str | None, output: str, max_diagrams: int) -> None:
+    """Write one self-contained HTML report of a run, read from the Delta tables in OUT.
+
+    Overview, findings by check, the trend over earlier runs, the flagged partitions (an
+    unsuppressed finding of WARNING or worse), and a diagram of each: one lane per replica
+    along the offset axis, epochs, HWM, LEO, divergence and truncation offsets.
+    """
+    from auditor.report import write_report
+
+    try:
+        view = write_report(output, out, cluster=cluster, run_id=run_id, max_diagrams=max_diagrams)
+    except AuditorError as exc:
+        click.echo(f"auditor: error: {exc}", err=True)
+        sys.exit(2)
+    click.echo(f"report of run {view.run_id} ({view.run['cluster']}): {output}")
+
+
+@main.command("explain")
+@click.argument("source", metavar="OUT|SNAPSHOT", type=click.Path(exists=True, file_okay=False, path_type=str))
+@click.argument("topic_partition", metavar="TOPIC-PARTITION")
+@click.option("--cluster", default=None, help="Cluster [default: the only one in OUT].")
+@click.option("--run-id", default=None, help="Run [default: the cluster's latest SUCCEEDED run].")
+@click.option("--conf", "conf_file", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="TOML config for auditing a SNAPSHOT (protocol, severities, allowlist).")
+def explain_command(source: str, topic_partition: str, cluster: str | None, run_id: str | None,
+                    conf_file: str | None) -> None:
+    """Explain one partition in the terminal: its leader and why, each replica's lineage
+    and epoch cache, each follower's truncation round by round, and its findings.
+
+    SOURCE is an audit's OUT (a run's tables are read, no Spark) or a SNAPSHOT folder (it
+    is audited first, in this process, into a temporary OUT).
+    """
+    from auditor.explain import explain, explain_snapshot, is_output_folder, parse_topic_partition
+
+    try:
+        topic, partition = parse_topic_partition(topic_partition)
+        if is_output_folder(source):
+            explain(source, topic, partition, cluster=cluster, run_id=run_id)
+        else:
+            from auditor.config import load_config
+
+            config = load_config(conf_file)
+            explain_snapshot(source, topic, partition, config.with_overrides(cluster=cluster),
+                             progress=lambda msg: click.echo(msg, err=True))
+    except AuditorError as exc:
+        click.echo(f"auditor: error: {exc}", err=True)
+        sys.exit(2)
+
+
 @main.command("recover")
 @click.argument("out", type=click.Path(exists=True, file_okay=False, path_type=str))
 def recover_command(out: str) -> None:
@@ -172,8 +229,10 @@ def run_from_options(
     with contextlib.suppress(ValueError):  # only the main thread may set handlers
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
-    def progress(msg: str) -> None:
-        click.echo(f"[{time.monotonic() - started:6.1f}s] {msg}", err=True)
+    from auditor.progress import ProgressLine
+
+    line = ProgressLine(lambda: None, sys.stderr, sys.stderr.isatty(), started=started)
+    progress = line.set_stage
 
     from datetime import datetime, timezone
 
@@ -201,13 +260,20 @@ def run_from_options(
                               small_input=is_small_input(snapshot))
         if not verbose:
             spark.sparkContext.setLogLevel("ERROR")
-        result = run_audit(spark, snapshot, out, cfg, run_id=run_id, snapshot_label=snapshot_label,
-                           progress=progress)
+        from auditor.progress import spark_poller
+
+        line.poll = spark_poller(spark)
+        line.start()
+        try:
+            result = run_audit(spark, snapshot, out, cfg, run_id=run_id, snapshot_label=snapshot_label,
+                               progress=progress)
+        finally:
+            line.stop()
         click.echo(format_summary(result))
         if report:
             from auditor.report import write_report
 
-            write_report(report, result)
+            write_report(report, out, cluster=cfg.cluster, run_id=result.run_id)
             click.echo(f"report: {report}")
         if result.exit_code:
             click.echo(f"{result.failing} finding(s) at or above --fail-on {cfg.fail_on}", err=True)

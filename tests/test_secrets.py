@@ -1,11 +1,13 @@
 """No key, value or header content of a dump reaches any output (SPEC and the README's
 promise): a token is planted in every payload position of every dump era, and a real
 audit that also hits parse errors is searched end to end: every value of every table,
-every other file under OUT, the HTML report, stdout and stderr (``--verbose``: Spark's
+every other file under OUT, the HTML report, ``auditor explain`` of every partition, stdout
+and stderr (``--verbose``: Spark's
 and our own log lines included)."""
 
 from __future__ import annotations
 
+import io
 import re
 import subprocess
 import sys
@@ -94,6 +96,12 @@ def test_no_planted_token_reaches_any_output(tmp_path: Path) -> None:
     for path in out.rglob("*"):
         if path.is_file() and path.suffix != ".parquet":  # Parquet is compressed: read above as tables
             texts[str(path)] = path.read_bytes().decode("utf-8", "replace")
+    from auditor.explain import explain
+
+    for part in DeltaTable(str(out / "partition_status")).to_pyarrow_table().to_pylist():
+        buf = io.StringIO()
+        explain(str(out), part["topic"], part["partition"], file=buf)
+        texts[f"explain {part['topic']}-{part['partition']}"] = buf.getvalue()
     leaks = {where: sorted(set(re.findall(r"TOKEN-\d+-x9Q", text))) for where, text in texts.items()}
     assert {k: v for k, v in leaks.items() if v} == {}
     # the run really hit parse errors and read the planted files
