@@ -14,5 +14,5 @@ rm -rf demo-out
     --report demo-out/report.html --fail-on never
 echo
 echo "findings:        demo-out/tables/findings (Delta; one row per finding, see README 'Tables')"
-echo "HTML summary:    demo-out/report.html"
+echo "HTML report:     demo-out/report.html (also: .venv/bin/auditor explain demo-out/tables payments-2)"
 echo "ground truth:    demo-out/snapshot/expected_findings.json (what the simulator knows happened)"
