@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from auditor.checks.registry import FAIL_ON_CHOICES, FORMATS, PROTOCOLS
-from auditor.errors import AuditorError, InputError
+from auditor.errors import AuditorError, InputError, UsageError
 from auditor.simulator.history import FAULTS
 from auditor.simulator.kafka_text import DEFAULT_STYLE, DUMP_STYLES
 
@@ -136,23 +136,31 @@ def report_command(out: str, cluster: str | None, run_id: str | None, output: st
 
 @main.command("explain")
 @click.argument("source", metavar="OUT|SNAPSHOT", type=click.Path(exists=True, file_okay=False, path_type=str))
-@click.argument("topic_partition", metavar="TOPIC-PARTITION")
+@click.argument("topic_partition", metavar="[TOPIC-PARTITION]", required=False)
+@click.option("--topic", default=None, help="The topic (with --partition; SPEC 7's spelling).")
+@click.option("--partition", default=None, type=click.IntRange(0), help="The partition number (with --topic).")
 @click.option("--cluster", default=None, help="Cluster [default: the only one in OUT].")
 @click.option("--run-id", default=None, help="Run [default: the cluster's latest SUCCEEDED run].")
 @click.option("--conf", "conf_file", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="TOML config for auditing a SNAPSHOT (protocol, severities, allowlist).")
-def explain_command(source: str, topic_partition: str, cluster: str | None, run_id: str | None,
-                    conf_file: str | None) -> None:
+def explain_command(source: str, topic_partition: str | None, topic: str | None, partition: int | None,
+                    cluster: str | None, run_id: str | None, conf_file: str | None) -> None:
     """Explain one partition in the terminal: its leader and why, each replica's lineage
     and epoch cache, each follower's truncation round by round, and its findings.
 
     SOURCE is an audit's OUT (a run's tables are read, no Spark) or a SNAPSHOT folder (it
-    is audited first, in this process, into a temporary OUT).
+    is audited first, in this process, into a temporary OUT). Name the partition as
+    TOPIC-PARTITION (orders-3) or with --topic orders --partition 3.
     """
     from auditor.explain import explain, explain_snapshot, is_output_folder, parse_topic_partition
 
     try:
-        topic, partition = parse_topic_partition(topic_partition)
+        options = topic is not None or partition is not None
+        if (topic_partition is not None) == options or (options and (topic is None or partition is None)):
+            raise UsageError("name the partition once: TOPIC-PARTITION, or --topic and --partition")
+        if topic_partition is not None:
+            topic, partition = parse_topic_partition(topic_partition)
+        assert topic is not None and partition is not None
         if is_output_folder(source):
             explain(source, topic, partition, cluster=cluster, run_id=run_id)
         else:

@@ -138,6 +138,12 @@ def test_report_and_explain_refuse_what_is_not_there(demo_tables, tmp_path: Path
     assert missing.exit_code == 2 and "no partition orders-99" in missing.output
     bad = runner.invoke(main, ["explain", str(demo_tables), "orders"])
     assert bad.exit_code == 2 and "TOPIC-PARTITION" in bad.output
+    for args in ([], ["orders-1", "--topic", "orders"], ["--topic", "orders"], ["orders-1", "--partition", "1"]):
+        twice = runner.invoke(main, ["explain", str(demo_tables), *args])
+        assert twice.exit_code == 2 and "name the partition once" in twice.output, args
+    spec_spelling = runner.invoke(main, ["explain", str(demo_tables), "--topic", "orders", "--partition", "1"])
+    positional = runner.invoke(main, ["explain", str(demo_tables), "orders-1"])
+    assert spec_spelling.exit_code == 0 and spec_spelling.output == positional.output
     no_run = runner.invoke(main, ["report", str(demo_tables), "--run-id", "nope", "--output", str(tmp_path / "x.html")])
     assert no_run.exit_code == 2 and "no SUCCEEDED run 'nope'" in no_run.output
     ok = runner.invoke(main, ["report", str(demo_tables), "--output", str(tmp_path / "r.html"), "--max-diagrams", "1"])
