@@ -194,3 +194,18 @@ def test_a_killed_lock_holder_never_leaves_out_locked(tmp_path: Path) -> None:
     with commit.out_lock(str(out), timeout=5):
         assert commit.recover(str(out), DeltaRsWriter(), by="test") is not None
     assert statuses(out, "slow") in (["FAILED"], ["SUCCEEDED"])
+
+
+def test_a_run_that_cannot_get_the_lock_writes_nothing(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    land_run(str(out), "seed", 2)
+    before = {t: rows_of(out, t) for t in OUTPUT_TABLES}
+    monkeypatch.setenv(commit.LOCK_TIMEOUT_ENV, "0.3")
+    with commit.out_lock(str(out), holder="a long writer"):
+        started = time.monotonic()
+        with pytest.raises(commit.OutputError, match="busy"):
+            land_run(str(out), "late", 2)
+        with pytest.raises(commit.OutputError, match="busy"):  # the FAILED row is best effort, as short
+            commit.append_failed(str(out), DeltaRsWriter(), identity("late").row("FAILED", {}))
+        assert time.monotonic() - started < 5
+    assert {t: rows_of(out, t) for t in OUTPUT_TABLES} == before

@@ -284,8 +284,10 @@ def land(out: str, writer: TableWriter, run: RunIdentity,
         journal.done()
 
 
-def append_failed(out: str, writer: TableWriter, row: pa.Table) -> None:
-    """Append a FAILED ``runs`` row under the lock (finishing a dead run's business first)."""
-    with out_lock(out, holder=f"failed-run record, pid {os.getpid()}"):
+def append_failed(out: str, writer: TableWriter, row: pa.Table, timeout: float = 30.0) -> None:
+    """Append a FAILED ``runs`` row under the lock (finishing a dead run's business first).
+    Best effort: it waits ``timeout`` seconds at most (a run that failed because OUT stayed
+    busy must not wait as long again)."""
+    with out_lock(out, timeout=min(timeout, lock_timeout()), holder=f"failed-run record, pid {os.getpid()}"):
         recover(out, writer, by="a later run")
         writer.append(table_path(out, "runs"), row, schemas.RUNS)

@@ -114,14 +114,16 @@ def details(finding: Row) -> dict[str, Any]:
     return _details(finding)
 
 
-def _read(out: str, name: str, cluster: str | None) -> pa.Table | None:
+def _read(out: str, name: str, cluster: str | None, run_id: str | None = None) -> pa.Table | None:
+    """Rows of table ``name``, of one cluster (partition pruning) and one run (row filter:
+    a long history is never read whole)."""
     from deltalake import DeltaTable
 
     path = os.path.join(out, name)
     if not DeltaTable.is_deltatable(path):
         return None
-    filters = [("cluster", "=", cluster)] if cluster else None
-    return DeltaTable(path).to_pyarrow_table(filters=filters)
+    filters = ([("cluster", "=", cluster)] if cluster else []) + ([("run_id", "=", run_id)] if run_id else [])
+    return DeltaTable(path).to_pyarrow_table(filters=filters or None)
 
 
 def load_run(out: str, cluster: str | None = None, run_id: str | None = None) -> RunView:
@@ -150,9 +152,9 @@ def load_run(out: str, cluster: str | None = None, run_id: str | None = None) ->
     cluster = run["cluster"]
     tables = {}
     for name in DATA_TABLES:
-        table = _read(out, name, cluster)
+        table = _read(out, name, cluster, run["run_id"])
         if table is None:
             raise UsageError(f"{out} has no {name} table")
-        tables[name] = table.filter(pc.equal(table.column("run_id"), run["run_id"]))
+        tables[name] = table
     history = sorted((r for r in ok if r["cluster"] == cluster), key=lambda r: (r["started_at"], r["run_id"]))
     return RunView(out=out, run=run, tables=tables, history=history)
