@@ -7,6 +7,7 @@ import functools
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -104,6 +105,10 @@ def build_session(
         # Spark's file-status cache only holds heap.
         settings["spark.sql.sources.ignoreDataLocality"] = "true"
         settings["spark.sql.hive.filesourcePartitionFileCacheSize"] = "0"
+        # Python workers (the WAL decoder's mapInArrow) run this interpreter, with this
+        # environment's packages, not whatever `python3` is first on the PATH (PySpark
+        # reads the variable when the context starts).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # Spark generates one Java method per whole-stage pipeline; a wide projection (the
     # dump line grammar, the checks) exceeds HotSpot's 8,000-byte limit for compiling a
     # method, and then runs interpreted: 2.7x slower parsing, measured on 1M lines.
