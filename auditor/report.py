@@ -17,12 +17,11 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from auditor.checks.registry import SEVERITY_RANK
-from auditor.sinks.runview import PartitionView, Row, RunView, anchor, details, load_run
+from auditor.sinks.runview import PartitionView, Row, RunView, anchor, details, findings_by_check, load_run
 
 DEFAULT_MAX_DIAGRAMS = 200
 SEVERITY_COLOURS = {"CRITICAL": "#b71c1c", "ERROR": "#e65100", "WARNING": "#f9a825", "INFO": "#607d8b"}
@@ -203,12 +202,9 @@ def _overview(view: RunView) -> str:
 
 
 def _by_check(view: RunView) -> str:
-    counts: Counter[tuple[str, str, bool]] = Counter()
-    for f in view.tables["findings"].select(["check", "severity", "suppressed"]).to_pylist():
-        counts[(f["check"], f["severity"], bool(f["suppressed"]))] += 1
-    keys = sorted({(c, s) for c, s, _ in counts}, key=lambda k: (-SEVERITY_RANK[k[1]], k[0]))
-    rows = "".join(f"<tr><td>{_sev(s)}</td><td>{_e(c)}</td><td>{counts[(c, s, False)]}</td>"
-                   f"<td>{counts[(c, s, True)]}</td></tr>" for c, s in keys)
+    by_check = sorted(findings_by_check(view.tables["findings"]), key=lambda r: (-SEVERITY_RANK[r[1]], r[0]))
+    rows = "".join(f"<tr><td>{_sev(sev)}</td><td>{_e(check)}</td><td>{n - sup}</td><td>{sup}</td></tr>"
+                   for check, sev, n, sup in by_check)
     rows = rows or '<tr><td colspan="4">no findings</td></tr>'
     return ("<h2>Findings by check</h2><table><tr><th>severity</th><th>check</th><th>findings</th>"
             f"<th>suppressed (allowlisted)</th></tr>{rows}</table>")

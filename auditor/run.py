@@ -36,6 +36,7 @@ from auditor.materialise import keep_work_dirs, materialise, new_work_dir, read_
 from auditor.sinks import commit
 from auditor.sinks import delta as io
 from auditor.sinks import schemas
+from auditor.sinks.runview import findings_by_check
 
 logger = logging.getLogger(__name__)
 
@@ -231,13 +232,7 @@ def _finding_summary(findings: pa.Table | DataFrame, fail_on: str) -> tuple[list
     towards the exit status at ``fail_on``."""
     if isinstance(findings, DataFrame):
         findings = findings.select("check", "severity", "suppressed").toArrow()
-    counts: Counter[tuple[str, str]] = Counter()
-    suppressed: Counter[tuple[str, str]] = Counter()
-    for check, sev, sup in zip(findings.column("check").to_pylist(), findings.column("severity").to_pylist(),
-                               findings.column("suppressed").to_pylist(), strict=True):
-        counts[(check, sev)] += 1
-        suppressed[(check, sev)] += bool(sup)
-    by_check = [(check, sev, n, suppressed[(check, sev)]) for (check, sev), n in sorted(counts.items())]
+    by_check = findings_by_check(findings)
     if fail_on == "never":
         return by_check, 0
     threshold = SEVERITY_RANK[fail_on.upper()]

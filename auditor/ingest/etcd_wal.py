@@ -38,9 +38,8 @@ COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("snap_index", pa.int64()), ("snap_term", pa.int64()),
     ("problem", pa.string()), ("torn", pa.bool_()),
 )
-SPARK_SCHEMA = ("path string, member string, " + ", ".join(
-    f"{name} {'bigint' if t == pa.int64() else 'int' if t == pa.int32() else 'string' if t == pa.string() else 'boolean'}"
-    for name, t in COLUMNS))
+_SPARK_TYPES = {pa.int64(): "bigint", pa.int32(): "int", pa.string(): "string", pa.bool_(): "boolean"}
+SPARK_SCHEMA = "path string, member string, " + ", ".join(f"{name} {_SPARK_TYPES[t]}" for name, t in COLUMNS)
 ARROW_SCHEMA = pa.schema([("path", pa.string()), ("member", pa.string()), *COLUMNS])
 
 _MEMBER = re.compile(r"(?:^|/)member=([^/]+)/")

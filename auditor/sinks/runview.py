@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,6 +95,18 @@ class RunView:
                                                            f["replica"] if f["replica"] is not None else -1,
                                                            f["offset_start"] if f["offset_start"] is not None else -1))
         return PartitionView(topic, partition, status[0], replicas, lineage, findings)
+
+
+def findings_by_check(findings: pa.Table) -> list[tuple[str, str, int, int]]:
+    """``(check, severity, findings, of which suppressed)`` of a findings table, sorted by
+    check and severity (the run's summary, its exit status and the report count alike)."""
+    counts: Counter[tuple[str, str]] = Counter()
+    suppressed: Counter[tuple[str, str]] = Counter()
+    for check, sev, sup in zip(findings.column("check").to_pylist(), findings.column("severity").to_pylist(),
+                               findings.column("suppressed").to_pylist(), strict=True):
+        counts[(check, sev)] += 1
+        suppressed[(check, sev)] += bool(sup)
+    return [(check, sev, n, suppressed[(check, sev)]) for (check, sev), n in sorted(counts.items())]
 
 
 def anchor(topic: str, partition: int) -> str:
