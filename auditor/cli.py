@@ -29,13 +29,13 @@ def _audit_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--out", required=True, type=click.Path(file_okay=False, path_type=str),
                      help="Directory of the Delta tables (created if missing)."),
         click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-                     help="Input format: kafka snapshot (default) or tables."),
+                     help="Input format: kafka snapshot (default), tables, or etcd members' WAL files."),
         click.option("--cluster", default=None, help="Cluster name stored in every row [default: default]."),
         click.option("--snapshot", "snapshot_label", default=None,
                      help="ISO-8601 instant labelling an input without snapshot= folders [default: now]."),
         click.option("--run-id", default=None, help="Run id; re-running with the same id replaces its rows [default: new UUID]."),
         click.option("--protocol", type=click.Choice(PROTOCOLS), default=None,
-                     help="Truncation protocol to evaluate [default: epoch for kafka, raft for table]."),
+                     help="Truncation protocol to evaluate [default: epoch for kafka, raft for table and etcd]."),
         click.option("--fail-on", type=click.Choice(FAIL_ON_CHOICES), default=None,
                      help="Exit 1 when an unsuppressed finding is at or above this severity [default: critical]."),
         click.option("--conf", "conf_file", type=click.Path(dir_okay=False, path_type=str), default=None,
@@ -255,7 +255,7 @@ def run_from_options(
             format=fmt, cluster=cluster, protocol=protocol, fail_on=fail_on, master=master)
         if run_id is not None:
             validate_run_id(run_id)
-        if cfg.format == "kafka" and not os.path.isdir(snapshot):
+        if not os.path.isdir(snapshot):
             raise InputError(f"input {snapshot} does not exist or is not a directory")
         from auditor.run import check_paths
 

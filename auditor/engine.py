@@ -176,7 +176,7 @@ def audit(
     compared = _cut(previous=previous_observations(current, snapshot.snapshots, history),
                     pairs=build_pairs(facts, cache, scope))
     pairs = compared["pairs"]
-    verdicts = _cut(verdicts=follower_verdicts(pairs, batches, chosen))["verdicts"]
+    verdicts = _cut(verdicts=follower_verdicts(pairs, batches, chosen, snapshot_starts=snapshot.format == "etcd"))["verdicts"]
     over_time = over_time_findings(current, compared["previous"], facts, log_lineage, history)
     usable_checkpoint = snapshot.epoch_cache.join(
         snapshot.replicas.filter(F.col("epoch_file_usable")).select(*KEY), KEY)
@@ -186,12 +186,13 @@ def audit(
         replica_checks.hwm_above_leo(facts),
         replica_checks.epoch_cache_mismatches(
             usable_checkpoint.join(facts.filter(~F.col("epochless")).select(*KEY), KEY), rebuilt, facts, scope),
-        replica_checks.missing_inputs(facts, snapshot.format == "table"),
+        replica_checks.missing_inputs(facts, snapshot.format != "kafka"),
         pair_findings(verdicts, chosen),
         replica_checks.compacted_cache_disagreements(pairs, cache),
         isr_incomplete(facts, batches, scope),
         partition_findings(leaders, facts),
         over_time.findings,
+        *([replica_checks.unreadable_wal(snapshot.extra["wal_problems"])] if "wal_problems" in snapshot.extra else []),
     ])
     all_findings = _cut(findings=with_identity(apply_policy(
         raw_findings.join(leaders.select(*PARTITION, "leader"), PARTITION, "left"), config),

@@ -224,6 +224,9 @@ def _counts(snap: Snapshot, tables: dict[str, pa.Table], by_check: list[tuple[st
         "replicas": rs.num_rows,
         "snapshots": len(snap.snapshots),
         "findings": {s: sev[s] for s in ("CRITICAL", "ERROR", "WARNING", "INFO")},
+        # etcd: which replica id each member folder got (the ``replica`` column)
+        **({"members": dict(sorted(snap.extra["members"].items(), key=lambda kv: kv[1]))}
+           if "members" in snap.extra else {}),
     }
 
 
@@ -304,6 +307,9 @@ def format_summary(result: RunResult) -> str:
         f"+ {c['lines_quarantined']} quarantined",
         f"parse errors: {c['parse_errors']}",
     ]
+    if "members" in c:  # etcd: a WAL record counts as a line
+        lines.insert(2, "etcd members (replica = member=NAME): "
+                     + ", ".join(f"{rid} = {name}" for name, rid in c["members"].items()))
     if result.findings_by_check:
         lines.append("findings:")
         for check, sev, n, suppressed in result.findings_by_check:

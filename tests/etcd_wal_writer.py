@@ -55,3 +55,46 @@ def write(path: Path, records: list[tuple[int, bytes]], prev_crc: int = 0, preal
     data, crc, offsets = encode(records, prev_crc, preallocate)
     path.write_bytes(data)
     return crc, offsets
+
+
+def wal_name(seq: int, index: int) -> str:
+    """etcd's file name: ``<seq>-<index>.wal``, 16 hex digits each (index = the first entry's)."""
+    return f"{seq:016x}-{index:016x}.wal"
+
+
+def write_member(folder: Path, files: list[list[tuple[int, bytes]]], preallocate: int = 4096) -> list[tuple[Path, list[int]]]:
+    """Write one member's WAL files under ``folder/member/wal``, the CRC chained from each
+    file to the next as etcd does; each file is named after its first entry's index (the
+    previous file's last entry + 1 when it has none). Returns each file with its record
+    offsets (the crc record first)."""
+    out: list[tuple[Path, list[int]]] = []
+    crc, next_index = 0, 0
+    for seq, records in enumerate(files):
+        indexes = [_messages()["Entry"].FromString(d).Index for k, d in records if k == ENTRY]
+        first = indexes[0] if indexes else next_index
+        path = folder / "member" / "wal" / wal_name(seq, first)
+        crc, offsets = write(path, records, prev_crc=crc, preallocate=preallocate)
+        out.append((path, offsets))
+        next_index = (indexes[-1] + 1) if indexes else next_index
+    return out
+
+
+def append(path: Path, records: list[tuple[int, bytes]]) -> None:
+    """Append ``records`` to an existing WAL file after its last readable record, carrying
+    its rolling CRC on, as etcd does when it reopens a WAL to write (the preallocated zeros
+    after it are written over)."""
+    from auditor.ingest.etcd_wal import FRAME, decode_wal
+
+    content = bytearray(path.read_bytes())
+    rows = [r for r in decode_wal(bytes(content)) if not r.get("problem")]
+    last = rows[-1]
+    (length_field,) = struct.unpack_from("<Q", content, last["byte_offset"])
+    size = length_field & ~(0xFF << 56)
+    pad = (length_field >> 56) & 0x7 if length_field >> 63 else 0
+    end = last["byte_offset"] + FRAME + size + pad
+    data, _, _ = encode(records, prev_crc=last["crc"])
+    first_len = struct.unpack_from("<Q", data, 0)[0]
+    skip = FRAME + (first_len & ~(0xFF << 56)) + ((first_len >> 56) & 0x7 if first_len >> 63 else 0)
+    data = data[skip:]  # without encode's own leading crc record
+    content[end:end + len(data)] = data
+    path.write_bytes(bytes(content))

@@ -3,10 +3,12 @@ CRC across files, a flipped byte, a torn tail, and entry data never kept."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
+from auditor.ingest.etcd import discover_etcd
 from auditor.ingest.etcd_wal import decode_wal, read_wal_records
 from tests import etcd_wal_writer as w
 
@@ -73,10 +75,12 @@ def test_spark_decodes_each_file_where_it_is_read(spark, tmp_path: Path) -> None
             [*_history(5, 6, 2), w.state(2, 1, 6)], prev_crc=crc)
     w.write(tmp_path / "member=b" / "member" / "wal" / "0000000000000000-0000000000000000.wal",
             [w.metadata(), *_history(1, 3, 1)])
-    paths = sorted(str(p) for p in tmp_path.rglob("*.wal"))
-    got = read_wal_records(spark, paths).collect()
-    assert len(got) == sum(len(decode_wal(Path(p).read_bytes())) for p in paths)
-    entries = sorted((r["member"], r["index"], r["term"]) for r in got if r["record_type"] == "entry")
+    found = discover_etcd(str(tmp_path), datetime(2026, 1, 1, tzinfo=timezone.utc), None)
+    indexed = list(enumerate(f for f, _, _, _ in found.wal_files))
+    member_of = {i: name for i, (_, name, _, _) in enumerate(found.wal_files)}
+    got = read_wal_records(spark, indexed).collect()
+    assert len(got) == sum(len(decode_wal(Path(f.path).read_bytes())) for _, f in indexed)
+    entries = sorted((member_of[r["file_id"]], r["index"], r["term"]) for r in got if r["record_type"] == "entry")
     assert entries == sorted([("a", i, 1) for i in range(1, 5)] + [("a", 5, 2), ("a", 6, 2)]
                              + [("b", i, 1) for i in range(1, 4)])
     assert not any(r.problem for r in got)

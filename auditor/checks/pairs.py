@@ -46,9 +46,11 @@ def build_pairs(facts: DataFrame, cache: DataFrame, scope: DataFrame) -> DataFra
     )
 
 
-def follower_verdicts(pairs: DataFrame, batches: DataFrame, protocol: str) -> DataFrame:
+def follower_verdicts(pairs: DataFrame, batches: DataFrame, protocol: str, snapshot_starts: bool = False) -> DataFrame:
     """Per follower: ``divergence_offset``, truncation results, and the first same-epoch
-    conflict. Truncation is not evaluated under an epoch protocol when a dump has no epochs."""
+    conflict. Truncation is not evaluated under an epoch protocol when a dump has no epochs.
+    ``snapshot_starts``: each log starts after a Raft snapshot (``--format etcd``): the
+    ``raft`` rule looks only at or above both log starts (see :func:`raft_offsets`)."""
     sides = pairs.select(*PARTITION, F.col("replica").alias("follower"), "leader", "lso", "hmax", "compacted")
     compared = compared_batches(batches, sides, "follower", "leader")
     d = divergence_offsets(compared, "follower", "leader").withColumnRenamed("follower", "replica")
@@ -57,7 +59,7 @@ def follower_verdicts(pairs: DataFrame, batches: DataFrame, protocol: str) -> Da
     if protocol == "epoch":
         trunc = truncate_epoch(evaluable, batches)
     elif protocol == "raft":
-        raft = raft_offsets(compared, "follower", "leader").withColumnRenamed("follower", "replica").drop("leader")
+        raft = raft_offsets(compared, "follower", "leader", snapshot_starts).withColumnRenamed("follower", "replica").drop("leader")
         trunc = truncate_one_step(evaluable, batches, protocol, raft)
     else:
         trunc = truncate_one_step(evaluable, batches, protocol)

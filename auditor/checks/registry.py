@@ -52,10 +52,10 @@ CHECKS: dict[str, str] = {c.name: c.severity for c in REGISTRY}
 
 FAIL_ON_CHOICES: tuple[str, ...] = ("critical", "error", "warning", "info", "never")
 PROTOCOLS: tuple[str, ...] = ("epoch", "kip-101", "hwm", "raft")
-FORMATS: tuple[str, ...] = ("kafka", "table")
+FORMATS: tuple[str, ...] = ("kafka", "table", "etcd")
 
 #: Default protocol per input format (SPEC 4.3).
-DEFAULT_PROTOCOL: dict[str, str] = {"kafka": "epoch", "table": "raft"}
+DEFAULT_PROTOCOL: dict[str, str] = {"kafka": "epoch", "table": "raft", "etcd": "raft"}
 
 #: Topics that are always compacted (SPEC 4.5).
 ALWAYS_COMPACTED: tuple[str, ...] = ("__consumer_offsets", "__transaction_state")

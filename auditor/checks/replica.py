@@ -93,6 +93,29 @@ def corrupt_batches(batches: DataFrame, segments: DataFrame) -> DataFrame:
     return invalid.unionByName(trailing)
 
 
+def unreadable_wal(problems: DataFrame) -> DataFrame:
+    """``CORRUPT_BATCH`` where a member's etcd WAL stops being readable (``--format etcd``:
+    :mod:`auditor.ingest.etcd`), from the index the unread part starts at: INFO for a torn
+    final record of the member's last WAL file (etcd truncates it on start, ``wal.Repair``),
+    CRITICAL for anything else (a CRC mismatch, bytes that are not a record, a broken CRC
+    chain or a missing file between two WAL files: etcd refuses to start on it)."""
+    where = F.when(F.col("record_no") >= 0, F.format_string(
+        " at record %d (byte %d)", F.col("record_no") + 1, F.col("byte_offset"))).otherwise(F.lit(""))
+    return finding(
+        problems, "CORRUPT_BATCH", F.when(F.col("repairable"), "INFO").otherwise("CRITICAL"),
+        F.col("offset"), None, None,
+        F.format_string("Replica %d (etcd member %s): its WAL %s stops being readable%s: %s; %s",
+                        F.col("replica"), F.col("member"), F.col("file"), where, F.col("problem"),
+                        F.when(F.col("repairable"), F.format_string(
+                            "a torn final write, which etcd drops when the member starts (its log ends at index %d)",
+                            F.col("offset") - 1))
+                        .otherwise(F.format_string(
+                            "etcd refuses to start on this WAL, and nothing from index %d on can be read",
+                            F.col("offset")))),
+        F.struct("member", "file", F.when(F.col("record_no") >= 0, F.col("record_no") + 1).alias("record"),
+                 "byte_offset", "problem", "torn", F.col("last_file").alias("last_wal_file")))
+
+
 def hwm_above_leo(facts: DataFrame) -> DataFrame:
     """``HWM_ABOVE_LEO``: ERROR, CRITICAL on the leader or an ISR/ELR member."""
     bad = facts.filter(F.col("high_watermark") > F.col("log_end_offset"))
@@ -169,13 +192,13 @@ def epoch_cache_mismatches(checkpoint: DataFrame, rebuilt: DataFrame, facts: Dat
     return wrong_f.unionByName(beyond_f).unionByName(lacking_f)
 
 
-def missing_inputs(facts: DataFrame, table_format: bool) -> DataFrame:
+def missing_inputs(facts: DataFrame, cache_from_log: bool) -> DataFrame:
     """``MISSING_INPUT`` per replica: no dumps, no usable epoch checkpoint, no HWM entry, or
     dumps without epochs (``facts.epochless``). One finding per replica naming every gap and
     the checks it skips."""
     reasons = F.filter(F.array(
         F.when(~F.col("has_dump"), F.lit("no dump files: every log check skipped")),
-        F.when(F.col("has_dump") & ~F.col("epoch_file_usable") & (F.lit(not table_format) | F.col("has_epoch_file")),
+        F.when(F.col("has_dump") & ~F.col("epoch_file_usable") & (F.lit(not cache_from_log) | F.col("has_epoch_file")),
                F.when(F.col("has_epoch_file"), F.lit("leader-epoch-checkpoint unusable (see parse_errors): cache rebuilt from the log"))
                .otherwise(F.lit("no leader-epoch-checkpoint: cache rebuilt from the log"))),
         F.when(F.col("high_watermark").isNull(),

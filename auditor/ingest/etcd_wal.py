@@ -1,5 +1,5 @@
-"""etcd's write-ahead log, decoded in Spark (issue 12, first step: decoding only; the
-mapping into the auditor's model comes next). Format facts: ``docs/etcd-wal.md``.
+"""etcd's write-ahead log, decoded in Spark (the mapping into the auditor's model:
+:mod:`auditor.ingest.etcd`). Format facts: ``docs/etcd-wal.md``.
 
 Each WAL file is one row of Spark's binary file source and is decoded by one task, in
 vectorised Arrow batches (``mapInArrow``); nothing is collected to the driver. A file is
@@ -18,9 +18,8 @@ member's last file).
 
 from __future__ import annotations
 
-import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import cache
 from typing import Any
 
@@ -34,15 +33,14 @@ FRAME = 8
 COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("record_no", pa.int64()), ("byte_offset", pa.int64()), ("record_type", pa.string()), ("crc", pa.int64()),
     ("term", pa.int64()), ("index", pa.int64()), ("entry_type", pa.int32()), ("data_bytes", pa.int64()),
+    ("entry_crc", pa.int64()),
     ("hs_term", pa.int64()), ("hs_vote", pa.string()), ("hs_commit", pa.int64()),
     ("snap_index", pa.int64()), ("snap_term", pa.int64()),
     ("problem", pa.string()), ("torn", pa.bool_()),
 )
 _SPARK_TYPES = {pa.int64(): "bigint", pa.int32(): "int", pa.string(): "string", pa.bool_(): "boolean"}
-SPARK_SCHEMA = "path string, member string, " + ", ".join(f"{name} {_SPARK_TYPES[t]}" for name, t in COLUMNS)
-ARROW_SCHEMA = pa.schema([("path", pa.string()), ("member", pa.string()), *COLUMNS])
-
-_MEMBER = re.compile(r"(?:^|/)member=([^/]+)/")
+SPARK_SCHEMA = "uri string, " + ", ".join(f"{name} {_SPARK_TYPES[t]}" for name, t in COLUMNS)
+ARROW_SCHEMA = pa.schema([("uri", pa.string()), *COLUMNS])
 
 
 @cache
@@ -124,7 +122,8 @@ def decode_wal(content: bytes) -> list[dict[str, Any]]:
         try:
             if kind == "entry":
                 entry = m["Entry"].FromString(record.data)
-                row.update(term=entry.Term, index=entry.Index, entry_type=entry.Type, data_bytes=len(entry.Data))
+                row.update(term=entry.Term, index=entry.Index, entry_type=entry.Type, data_bytes=len(entry.Data),
+                           entry_crc=crc32c.crc32c(record.data))
             elif kind == "state":
                 state = m["HardState"].FromString(record.data)
                 # a member id is a random uint64, shown in hex as etcdctl shows it
@@ -144,20 +143,27 @@ def decode_wal(content: bytes) -> list[dict[str, Any]]:
 def _decode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: binary file rows in, one row per WAL record out."""
     for batch in batches:
-        paths = batch.column("path").to_pylist()
-        for i, path in enumerate(paths):
-            content = batch.column("content")[i].as_py() or b""
-            rows = decode_wal(content)
-            m = _MEMBER.search(path)
-            member = m.group(1) if m else None
-            columns = {"path": [path] * len(rows), "member": [member] * len(rows)}
+        uris = batch.column("uri").to_pylist()
+        for i, uri in enumerate(uris):
+            rows = decode_wal(batch.column("content")[i].as_py() or b"")
+            columns: dict[str, list[Any]] = {"uri": [uri] * len(rows)}
             for name, _ in COLUMNS:
                 columns[name] = [r.get(name) for r in rows]
             yield pa.RecordBatch.from_pydict(columns, schema=ARROW_SCHEMA)
 
 
-def read_wal_records(spark: Any, paths: list[str]) -> Any:
-    """DataFrame of every record of the WAL files ``paths``. Each file is one row of the
-    binary file source, decoded where it is read (no shuffle of file contents)."""
-    raw = spark.read.format("binaryFile").load(paths).select("path", "content")
-    return raw.mapInArrow(_decode_batches, SPARK_SCHEMA)
+def read_wal_records(spark: Any, files: Sequence[tuple[int, Any]]) -> Any:
+    """DataFrame of every record of the WAL ``files`` (``(file_id, InputFile)`` pairs):
+    ``file_id`` and :data:`COLUMNS`. Each file is one row of the binary file source,
+    decoded where it is read (no shuffle of file contents)."""
+    from pyspark.sql import functions as F
+
+    from auditor.ingest.lines import _with_file_ids
+    from auditor.spark import local_frame
+
+    if not files:
+        return local_frame(spark, [], "file_id int, " + SPARK_SCHEMA.split(", ", 1)[1])
+    raw = spark.read.format("binaryFile").load([f.path for _, f in files])
+    decoded = raw.select(F.col("_metadata.file_path").alias("uri"), "content").mapInArrow(
+        _decode_batches, SPARK_SCHEMA)
+    return _with_file_ids(spark, raw, files, decoded)

@@ -67,6 +67,10 @@ def load_snapshot(
 
         return load_tables(spark, path, snapshot=snapshot, default_snapshot=now,
                            work_dir=work_dir or new_work_dir())
+    if format == "etcd":
+        from auditor.ingest.etcd import load_etcd
+
+        return load_etcd(spark, path, snapshot=snapshot, default_snapshot=now, work_dir=work_dir or new_work_dir())
     if format != "kafka":
         raise UsageError(f"unknown format {format!r}")
     found = d.discover(path, now, snapshot)

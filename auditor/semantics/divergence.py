@@ -84,9 +84,16 @@ def first_missing(compared: DataFrame, own: str, other: str, below: str) -> Data
         F.min("base").alias("first_missing"))
 
 
-def raft_offsets(compared: DataFrame, own: str, other: str) -> DataFrame:
+def raft_offsets(compared: DataFrame, own: str, other: str, from_log_start: bool = False) -> DataFrame:
     """openraft's conflict index: the first index ``own`` holds at which ``other`` has no
-    entry or an entry of another term. Same-term entries are never truncated."""
+    entry or an entry of another term. Same-term entries are never truncated.
+
+    ``from_log_start``: only indexes at or above both log starts count. For logs whose start
+    is a Raft snapshot (``--format etcd``), the leader's entries below its start are in its
+    snapshot, not missing: a leader never sends entries there (it sends the snapshot, which
+    a follower holding the snapshot's entry keeps its log against)."""
+    if from_log_start:
+        compared = compared.filter(F.col("lso").isNull() | (F.col("last") >= F.col("lso")))
     per_batch = compared.groupBy(*PARTITION, own, other, "base").agg(
         F.max((F.col("o_epoch") == F.col("epoch")).cast("int")).alias("same_term"))
     return per_batch.filter(F.coalesce(F.col("same_term"), F.lit(0)) == 0).groupBy(*PARTITION, own, other).agg(
