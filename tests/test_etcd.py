@@ -240,3 +240,29 @@ def test_no_key_or_value_bytes_are_kept(damaged) -> None:  # type: ignore[no-unt
     _, tables = damaged
     for name, t in tables.items():
         assert TOKEN.decode() not in repr(t if name == "findings" else t.to_dict("records")), name
+
+
+def test_what_the_walk_reads_skips_and_reports(tmp_path: Path) -> None:
+    from datetime import datetime, timezone
+
+    from auditor.errors import InputError, UsageError
+    from auditor.ingest.etcd import discover_etcd
+
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    with pytest.raises(InputError, match="no member=NAME folder"):
+        discover_etcd(str(tmp_path), now, None)
+    wal = tmp_path / "member=a" / "member" / "wal"
+    w.write(wal / w.wal_name(0, 0), [w.metadata()])
+    (wal / "0.tmp").write_bytes(bytes(64))  # etcd's preallocated next file
+    (wal / "bogus.wal").write_bytes(b"x")
+    (tmp_path / "member=b").mkdir()
+    found = discover_etcd(str(tmp_path), now, None)
+    assert [(f.rel, name, seq) for f, name, seq, _ in found.wal_files] == [
+        ("member=a/member/wal/0000000000000000-0000000000000000.wal", "a", 0)]
+    assert sorted((rel, err.split(":")[0]) for _, rel, err in found.problems) == [
+        ("member=a/member/wal/bogus.wal", "not an etcd WAL file"),
+        ("member=b", "no etcd WAL file (member/wal/<seq>-<index>.wal) in this member's folder")]
+    assert found.skipped["not a WAL file"] == 1 and found.members == {"a": 1, "b": 2}
+    (tmp_path / "snapshot=2026-01-01").mkdir()
+    with pytest.raises(UsageError, match="both snapshot= and member="):
+        discover_etcd(str(tmp_path), now, None)

@@ -7,8 +7,8 @@ for Kafka (SPEC 3.1). Format facts: ``docs/etcd-wal.md``.
 
 The mapping into the auditor's model (the issue's, and SPEC 2's for Raft):
 
-- replica = member: NAME when it is a non-negative integer, else the member's position
-  (1, 2, ...) among the input's member names in sorted order; topic ``etcd``, partition 0
+- replica = member: NAME when every member's NAME is a non-negative integer, else the
+  member's position (1, 2, ...) among the input's member names in sorted order; topic ``etcd``, partition 0
   (etcd runs one Raft group);
 - one batch per log entry: offset = index, epoch = term, CRC = CRC-32C of the entry's
   encoded bytes (its term, index, type and data: entries that differ in anything differ in
@@ -86,7 +86,10 @@ def discover_etcd(root: str, default_snapshot: datetime, snapshot_label: str | N
     base = Path(root)
     if not base.is_dir():
         raise InputError(f"input {base} does not exist or is not a directory")
-    entries = sorted((e for e in os.scandir(base) if e.is_dir()), key=lambda e: e.name)
+    try:
+        entries = sorted((e for e in os.scandir(base) if e.is_dir()), key=lambda e: e.name)
+    except OSError as exc:
+        raise InputError(f"input {base} cannot be read: {exc.strerror or exc}") from exc
     snap_dirs = [e for e in entries if SNAPSHOT_DIR.match(e.name)]
     member_dirs = [e for e in entries if MEMBER_DIR.match(e.name)]
     if snap_dirs and member_dirs:
@@ -103,7 +106,11 @@ def discover_etcd(root: str, default_snapshot: datetime, snapshot_label: str | N
         labelled = [(instant, base)]
     folders: list[tuple[datetime, str, Path]] = []
     for instant, folder in labelled:
-        for e in sorted(os.scandir(folder), key=lambda e: e.name):
+        try:
+            listed = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            raise InputError(f"input folder {folder} cannot be read: {exc.strerror or exc}") from exc
+        for e in listed:
             m = MEMBER_DIR.match(e.name)
             if m and e.is_dir():
                 folders.append((instant, m.group("name"), Path(e.path)))
