@@ -90,19 +90,42 @@ def audit_command(**kwargs: Any) -> None:
               show_default=True,
               help="One dump file per segment (in its partition folder), or one multi-section file per "
                    "broker (fewer files: use it from about 10,000 partitions).")
-def simulate_command(snapshot: str, **kwargs: Any) -> None:
+@click.option("--continue-from", "previous", default=None, type=click.Path(file_okay=False, path_type=str),
+              help="Write the next snapshot of the cluster simulated in this earlier snapshot: the same "
+                   "history, then --steps more batches per partition and --faults (default: none). The "
+                   "cluster's settings come from its simulation.json.")
+@click.option("--steps", default=None, type=click.IntRange(0),
+              help="With --continue-from: about this many more batches per partition [default: 20].")
+@click.pass_context
+def simulate_command(ctx: click.Context, snapshot: str, previous: str | None, steps: int | None,
+                     **kwargs: Any) -> None:
     """Simulate replication with injected faults and write a snapshot to SNAPSHOT.
 
     Writes kafka-dump-log.sh text, checkpoint files and topics-describe.txt in the layout
     `auditor audit` reads, plus expected_findings.json: the findings (WARNING and above)
-    and follower offsets the simulator knows to be true.
+    and follower offsets the simulator knows to be true, and simulation.json: how it was
+    made (what --continue-from reads). With --continue-from, files that did not change keep
+    the earlier snapshot's modification time, as a broker's rolled segments do.
     """
-    from auditor.simulator import simulate
+    from auditor.simulator import continue_simulation, simulate
 
+    source = click.core.ParameterSource
+    given = [name for name in kwargs if ctx.get_parameter_source(name) == source.COMMANDLINE]
+    flags = {p.name: max(p.opts, key=len) for p in ctx.command.params}
     try:
-        with click.progressbar(length=kwargs["topics"] * kwargs["partitions"], label="simulating partitions",
-                               file=sys.stderr, show_pos=True) as bar:
-            summary = simulate(snapshot, progress=bar.update, **kwargs)
+        if previous is None:
+            if steps is not None:
+                raise InputError("--steps needs --continue-from")
+            with click.progressbar(length=kwargs["topics"] * kwargs["partitions"], label="simulating partitions",
+                                   file=sys.stderr, show_pos=True) as bar:
+                summary = simulate(snapshot, progress=bar.update, **kwargs)
+        else:
+            fixed = [n for n in given if n != "faults"]
+            if fixed:
+                raise InputError("with --continue-from the cluster's settings come from its simulation.json: "
+                                 + ", ".join(flags[n] for n in fixed) + " cannot be given")
+            faults = kwargs["faults"] if "faults" in given else "none"
+            summary = continue_simulation(previous, snapshot, 20 if steps is None else steps, faults)
     except (InputError, ValueError) as exc:
         click.echo(f"auditor: error: {exc}", err=True)
         sys.exit(2)

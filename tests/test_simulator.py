@@ -151,3 +151,51 @@ def test_cli_simulate_and_errors(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "unknown fault 'meteor'" in bad.output
     old = runner.invoke(main, ["simulate", str(tmp_path / "u"), "--kafka-version", "2.1", "--records"])
     assert old.exit_code == 2 and "2.2 or later" in old.output
+
+
+def _files(root: Path) -> dict[str, tuple[bytes, int]]:
+    return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def test_a_continued_cluster_keeps_what_did_not_change(tmp_path: Path) -> None:
+    from auditor.simulator import continue_simulation
+
+    simulate(tmp_path / "s0", seed=5, partitions=4, batches=60, segment_batches=10, faults="none")
+    first = continue_simulation(tmp_path / "s0", tmp_path / "s1", 25, "unclean-election")
+    again = continue_simulation(tmp_path / "s0", tmp_path / "s1-again", 25, "unclean-election")
+    s0, s1 = _files(tmp_path / "s0"), _files(tmp_path / "s1")
+    # deterministic: the same continuation twice gives the same bytes
+    assert {k: v[0] for k, v in s1.items()} == {k: v[0] for k, v in _files(tmp_path / "s1-again").items()}
+    assert first.faults == again.faults and first.faults["unclean-election"] >= 1
+    # the history grew: rolled segments kept their bytes and their modification time, the
+    # active segments and checkpoints changed, new segments were rolled
+    dumps = [k for k in s1 if k.endswith(".log.txt")]
+    kept = [k for k in dumps if k in s0 and s0[k] == s1[k]]
+    changed = [k for k in dumps if k in s0 and s0[k][0] != s1[k][0]]
+    new = [k for k in dumps if k not in s0]
+    assert kept and changed and new and first.batches > 0
+    assert all(s1[k][1] != s0[k][1] for k in changed)
+    settings = json.loads((tmp_path / "s1" / "simulation.json").read_text())
+    assert settings["continuations"] == [{"batches": 25, "faults": "unclean-election"}]
+    # a third snapshot replays both continuations
+    continue_simulation(tmp_path / "s1", tmp_path / "s2", 10)
+    assert len(json.loads((tmp_path / "s2" / "simulation.json").read_text())["continuations"]) == 2
+
+
+def test_cli_continue_from(tmp_path: Path) -> None:
+    runner = CliRunner()
+    assert runner.invoke(main, ["simulate", str(tmp_path / "a"), "--faults", "none", "--batches", "20"]).exit_code == 0
+    done = runner.invoke(main, ["simulate", str(tmp_path / "b"), "--continue-from", str(tmp_path / "a"),
+                                "--steps", "5", "--faults", "torn-tail"])
+    assert done.exit_code == 0, done.output
+    assert json.loads((tmp_path / "b" / "simulation.json").read_text())["continuations"] == [
+        {"batches": 5, "faults": "torn-tail"}]
+    for args, message in (
+        (["--continue-from", str(tmp_path / "a"), "--brokers", "4"], "--brokers cannot be given"),
+        (["--steps", "3"], "--steps needs --continue-from"),
+        (["--continue-from", str(tmp_path / "nothing")], "no readable simulation.json"),
+        (["--continue-from", str(tmp_path / "a"), "--faults", "bogus"], "bogus"),
+    ):
+        bad = runner.invoke(main, ["simulate", str(tmp_path / "c"), *args])
+        assert bad.exit_code == 2 and message in bad.output, (args, bad.output)

@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from auditor import audit, load_snapshot
-from auditor.simulator import simulate
+from auditor.simulator import continue_simulation, simulate
 from auditor.simulator.history import FAULTS
 
 pytestmark = pytest.mark.spark
@@ -31,6 +31,11 @@ CASES = {
     # partition from the header), as collect-broker-snapshot.sh --per-broker-file writes it
     "per-broker-file-3.3": dict(seed=14, brokers=3, topics=2, partitions=6, batches=20, faults="all=2",
                                 segment_batches=7, dump_layout="per-broker"),
+    # the third snapshot of one cluster (simulate --continue-from twice): more traffic, a
+    # rolled segment or two, and new incidents on top of the first snapshot's
+    "continued-3.3": dict(seed=15, brokers=3, topics=2, partitions=6, batches=20, faults="all",
+                          segment_batches=8, continue_with=[(12, "unclean-election=2,lossy-shutdown"),
+                                                            (10, "fast-failover,stale-epoch-checkpoint")]),
 }
 
 
@@ -46,7 +51,13 @@ def merged(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
     expected, summaries, describe = {}, {}, []
     for i, (case, kwargs) in enumerate(CASES.items()):
         one = root.parent / f"{root.name}-{case}"
+        kwargs = dict(kwargs)
+        steps = kwargs.pop("continue_with", [])
         summaries[case] = simulate(one, topic_prefix=f"c{i}.", **kwargs)  # type: ignore[arg-type]
+        for k, (more, faults) in enumerate(steps):  # type: ignore[attr-defined]
+            nxt = root.parent / f"{root.name}-{case}-{k + 1}"
+            summaries[case] = continue_simulation(one, nxt, more, faults)
+            one = nxt
         expected[case] = json.loads((one / "expected_findings.json").read_text())
         describe.append((one / "topics-describe.txt").read_text())
         for broker in one.glob("broker=*"):
@@ -82,4 +93,5 @@ def test_auditor_matches_ground_truth(merged, case: str) -> None:  # type: ignor
     assert parse_errors == 0
     # the case exercised what it meant to: every requested fault kind found a place
     requested = {name.split("=")[0] for name in str(CASES[case]["faults"]).split(",")}
+    requested |= {name.split("=")[0] for _, later in CASES[case].get("continue_with", []) for name in later.split(",")}
     assert set(summaries[case].faults) == (set(FAULTS) if "all" in requested else requested)

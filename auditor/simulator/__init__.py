@@ -38,7 +38,7 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
-from auditor.simulator.history import FAULTS, PartitionHistory, simulate_partition
+from auditor.simulator.history import FAULTS, PartitionHistory, continue_partition, simulate_partition
 from auditor.simulator.truth import checkpoint_entries, partition_truth
 
 LOG_DIR = "/var/lib/kafka/data"
@@ -136,10 +136,11 @@ def topic_names(count: int, prefix: str = "") -> list[str]:
     return [f"{prefix}{TOPIC_NAMES[i % len(TOPIC_NAMES)]}-{i // len(TOPIC_NAMES)}" for i in range(count)]
 
 
-def plan_faults(counts: Counter[str], partitions: int, seed: int) -> dict[int, list[str]]:
+def plan_faults(counts: Counter[str], partitions: int, seed: int, salt: str = "") -> dict[int, list[str]]:
     """Which partitions (global index) carry which faults: spread over distinct partitions
-    as long as there are enough, in an order fixed by the seed."""
-    rng = random.Random(f"{seed}/plan")
+    as long as there are enough, in an order fixed by the seed (and ``salt``: each
+    continuation has its own plan)."""
+    rng = random.Random(f"{seed}/plan{salt}")
     order = list(range(partitions))
     rng.shuffle(order)
     plan: dict[int, list[str]] = {}
@@ -153,6 +154,8 @@ def plan_faults(counts: Counter[str], partitions: int, seed: int) -> dict[int, l
 DUMP_LAYOUTS = ("per-segment", "per-broker")
 #: The per-broker file's name under ``broker=N/data/``.
 PER_BROKER_DUMP = "kafka-dump-log.txt"
+#: Where a simulated snapshot records how it was made (read by ``--continue-from``).
+SETTINGS_FILE = "simulation.json"
 
 
 class _Writer:
@@ -281,7 +284,8 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
              faults: str | None = "all", seed: int = 1, replication_factor: int = 3, min_isr: int = 2,
              dump_style: str = DEFAULT_STYLE, records: bool = False, segment_batches: int = 500,
              topic_prefix: str = "", progress: Callable[[int], None] | None = None,
-             dump_layout: str = "per-segment") -> SimulationSummary:
+             dump_layout: str = "per-segment",
+             continuations: list[dict[str, object]] | None = None) -> SimulationSummary:
     """Simulate and write a snapshot under ``root`` (which must not hold one already).
 
     Args:
@@ -294,6 +298,9 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
             ``kafka-dump-log.sh --files <segment>`` prints it) or ``per-broker`` (one
             multi-section file per broker and log dir, holding every segment's dump: far
             fewer files for clusters of 10^4 partitions and more).
+        continuations: later snapshots of the same cluster, in order: each
+            ``{"batches": N, "faults": SPEC}`` adds about N batches per partition and then
+            its faults (:func:`continue_simulation` builds them from an earlier snapshot).
     """
     started = time.monotonic()
     if brokers < 1 or topics < 1 or partitions < 1 or batches < 1:
@@ -313,6 +320,8 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
     names = topic_names(topics, topic_prefix)
     total = topics * partitions
     plan = plan_faults(counts, total, seed)
+    later = [(int(c["batches"]), plan_faults(parse_faults(str(c["faults"])), total, seed, f"/continue/{k}"))  # type: ignore[call-overload]
+             for k, c in enumerate(continuations or [])]
     if dump_layout not in DUMP_LAYOUTS:
         raise InputError(f"--dump-layout {dump_layout!r}: one of {', '.join(DUMP_LAYOUTS)}")
     writer = _Writer(base, brokers, style, records, segment_batches, dump_layout)
@@ -320,7 +329,8 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
     applied: list[dict[str, object]] = []
     index = 0
     for t, name in enumerate(names):
-        unclean = any("unclean-election" in plan.get(t * partitions + p, []) for p in range(partitions))
+        unclean = any("unclean-election" in pl.get(t * partitions + p, [])
+                      for pl in [plan, *(lp for _, lp in later)] for p in range(partitions))
         configs = {"min.insync.replicas": str(min(min_isr, rf))}
         if unclean:
             configs["unclean.leader.election.enable"] = "true"
@@ -329,6 +339,9 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
             replicas = [(index + j) % brokers + 1 for j in range(rf)]
             wanted = plan.get(index, [])
             h = simulate_partition(name, p, replicas, batches, wanted, seed, min_isr)
+            for step, (more, later_plan) in enumerate(later):
+                continue_partition(h, step, more, later_plan.get(index, []), seed)
+                wanted = wanted + later_plan.get(index, [])
             writer.partition(h)
             summary.replicas += len(replicas)
             for fault in h.applied:
@@ -339,7 +352,45 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
             if progress:
                 progress(1)
     writer.close(seed, applied)
+    settings = {"brokers": brokers, "topics": topics, "partitions": partitions, "batches": batches,
+                "faults": faults, "seed": seed, "replication_factor": replication_factor, "min_isr": min_isr,
+                "dump_style": dump_style, "records": records, "segment_batches": segment_batches,
+                "topic_prefix": topic_prefix, "dump_layout": dump_layout, "continuations": continuations or []}
+    with open(base / SETTINGS_FILE, "w", encoding="utf-8") as out:
+        json.dump({"generator": "auditor simulate", **settings}, out, indent=1)
+        out.write("\n")
     summary.batches, summary.files, summary.bytes = writer.batches, writer.summary_files, writer.bytes
     summary.expected_findings = writer.claims_seen
     summary.seconds = time.monotonic() - started
+    return summary
+
+
+def continue_simulation(previous: str | Path, root: str | Path, steps: int, faults: str | None = "none",
+                        progress: Callable[[int], None] | None = None) -> SimulationSummary:
+    """Write the next snapshot of the cluster simulated in ``previous`` to ``root``: the
+    same history, then about ``steps`` more batches per partition and ``faults``.
+
+    Files whose bytes did not change since ``previous`` (rolled segments, untouched
+    checkpoints) keep ``previous``'s modification time, as a broker's unchanged files do
+    between two collections.
+
+    Raises:
+        InputError: ``previous`` is not a snapshot written by ``auditor simulate``.
+    """
+    prev = Path(previous)
+    try:
+        settings = json.loads((prev / SETTINGS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{prev} is not a snapshot written by auditor simulate (no readable {SETTINGS_FILE})") from exc
+    settings.pop("generator", None)
+    parse_faults(faults)  # a bad spec fails before anything is written
+    continuations = [*settings.pop("continuations", []), {"batches": steps, "faults": faults or "none"}]
+    summary = simulate(root, progress=progress, continuations=continuations, **settings)
+    base = Path(root)
+    for path in base.rglob("*"):
+        old = prev / path.relative_to(base)
+        if path.is_file() and old.is_file() and path.name != SETTINGS_FILE:
+            st = old.stat()
+            if st.st_size == path.stat().st_size and old.read_bytes() == path.read_bytes():
+                os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     return summary

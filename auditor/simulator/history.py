@@ -342,6 +342,24 @@ class PartitionHistory:
         return True
 
 
+def continue_partition(h: PartitionHistory, step: int, batches: int, faults: list[str], seed: int) -> None:
+    """Continue a simulated partition for one later snapshot (``simulate --continue-from``):
+    about ``batches`` more batches of steady traffic, then ``faults``, deterministic for the
+    seed, the partition and the step's number."""
+    h.rng = random.Random(f"{seed}/{h.topic}/{h.partition}/continue/{step}")
+    ordered = sorted(faults, key=FAULTS.index)
+    if batches > 0:
+        h.normal(h.lead.log.batch_count + batches, elections=h.rng.random() < 0.5)
+    incidents = [f for f in ordered if f not in CHECKPOINT_FAULTS]
+    for fault in incidents:
+        h.inject(fault)
+    if incidents and h.rng.random() < 0.5:
+        h.settle()
+    for fault in ordered:
+        if fault in CHECKPOINT_FAULTS:
+            h.inject(fault)
+
+
 def simulate_partition(topic: str, partition: int, brokers: list[int], batches: int, faults: list[str],
                        seed: int, min_isr: int = 2) -> PartitionHistory:
     """The whole history of one partition, deterministic for its seed, topic and number."""
