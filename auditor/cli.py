@@ -41,6 +41,10 @@ def _audit_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--conf", "conf_file", type=click.Path(dir_okay=False, path_type=str), default=None,
                      help="TOML config file (see conf/default.toml)."),
         click.option("--master", default=None, help="Spark master URL [default: local[*]]."),
+        click.option("--incremental/--full", "incremental", default=None,
+                     help="Parse only dump files that changed since earlier incremental runs of the "
+                          "cluster into OUT, reading the rest from OUT's store [default: --full, or "
+                          "[run] incremental in the config]."),
         click.option("--report", type=click.Path(dir_okay=False, path_type=str), default=None,
                      help="Also write an HTML summary of the run to this file."),
         click.option("--verbose", "-v", is_flag=True, help="Show tracebacks and Spark's own log lines."),
@@ -250,7 +254,7 @@ def warm_up_command(force: bool) -> None:
 def run_from_options(
     snapshot: str, out: str, fmt: str | None, cluster: str | None, snapshot_label: str | None,
     run_id: str | None, protocol: str | None, fail_on: str | None, conf_file: str | None,
-    master: str | None, report: str | None, verbose: bool,
+    master: str | None, report: str | None, verbose: bool, incremental: bool | None = None,
 ) -> int:
     """Run one audit from parsed options and return the exit status (0, 1 or 2)."""
     _setup_logging(verbose)
@@ -275,7 +279,7 @@ def run_from_options(
         from auditor.config import load_config, validate_run_id
 
         cfg = load_config(conf_file).with_overrides(
-            format=fmt, cluster=cluster, protocol=protocol, fail_on=fail_on, master=master)
+            format=fmt, cluster=cluster, protocol=protocol, fail_on=fail_on, master=master, incremental=incremental)
         if run_id is not None:
             validate_run_id(run_id)
         if not os.path.isdir(snapshot):

@@ -48,6 +48,7 @@ class Config:
     severity: dict[str, str] = field(default_factory=dict)
     allowlist: tuple[AllowRule, ...] = ()
     compacted_topics: tuple[str, ...] = ()
+    incremental: bool = False  # [run] incremental: reuse what earlier runs parsed (--format kafka)
 
     @property
     def effective_protocol(self) -> str:
@@ -98,6 +99,7 @@ _SECTIONS: dict[str, set[str]] = {
     "severity": set(),  # keys are check names, validated separately
     "allowlist": set(),
     "compaction": {"topics"},
+    "run": {"incremental"},
 }
 
 
@@ -129,7 +131,8 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> Config:
     audit = _table(data, "audit", source)
     spark = _table(data, "spark", source)
     compaction = _table(data, "compaction", source)
-    for name, table in (("audit", audit), ("spark", spark), ("compaction", compaction)):
+    run = _table(data, "run", source)
+    for name, table in (("audit", audit), ("spark", spark), ("compaction", compaction), ("run", run)):
         extra = set(table) - _SECTIONS[name]
         if extra:
             raise ConfigError(f"{source}: unknown key(s) in [{name}]: {', '.join(sorted(extra))}")
@@ -150,6 +153,7 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> Config:
         severity={str(k): _as_str(v, f"[severity] {k}", source) for k, v in severity.items()},
         allowlist=tuple(_allow_rule(r, source) for r in rules),
         compacted_topics=tuple(_str_list(compaction, "topics", source)),
+        incremental=_bool(run, "incremental", False, source),
     )
     cfg.validate()
     return cfg
@@ -165,6 +169,13 @@ def _table(data: dict[str, Any], name: str, source: str) -> dict[str, Any]:
 def _as_str(value: Any, what: str, source: str) -> str:
     if not isinstance(value, str):
         raise ConfigError(f"{source}: {what} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _bool(table: dict[str, Any], key: str, default: bool, source: str) -> bool:
+    value = table.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{source}: {key} must be true or false, got {type(value).__name__}")
     return value
 
 

@@ -82,6 +82,8 @@ def run_audit(
     """
     run_id = validate_run_id(run_id or str(uuid.uuid4()))
     check_paths(snapshot_path, out)
+    if config.incremental and config.format != "kafka":
+        raise UsageError(f"--incremental reuses parsed dump files: it needs --format kafka, not {config.format}")
     started = datetime.now(timezone.utc)
     t0 = time.monotonic()
     io.check_writable(out)
@@ -98,7 +100,8 @@ def run_audit(
     try:
         progress(f"reading and parsing the input under {snapshot_path}")
         snap = load_snapshot(spark, snapshot_path, format=config.format, snapshot=snapshot_label,
-                             default_snapshot=started, work_dir=work_dir)
+                             default_snapshot=started, work_dir=work_dir,
+                             store=(out, config.cluster) if config.incremental else None)
         progress(f"{snap.files_read} input files parsed ({sum(snap.files_skipped.values())} skipped); auditing")
         history = io.read_history(spark, out, config.cluster, run_id)
         tables = audit(snap, protocol, run_id=run_id, cluster=config.cluster, audit_time=started,
@@ -120,7 +123,8 @@ def run_audit(
         commit.land(
             out, writer, identity,
             [(name, arrow[name] if writer.name == "deltalake" else stored[name]) for name in tables],
-            lambda: identity.row("SUCCEEDED", counts), before_runs_row=still_consistent, progress=progress)
+            lambda: identity.row("SUCCEEDED", counts), before_runs_row=still_consistent, progress=progress,
+            after=(lambda: _save_store(out, config.cluster, run_id, snap, progress)) if "store" in snap.extra else None)
         by_check, failing = after[0]
     except Exception as exc:  # AuditorError included: record the failure (the writes are undone), re-raise
         _record_failure(writer, out, identity, exc)
@@ -213,6 +217,9 @@ def _counts(snap: Snapshot, tables: dict[str, pa.Table], by_check: list[tuple[st
     return {
         "files": 0 if acc is None else acc.num_rows,
         "files_skipped": sum(snap.files_skipped.values()),
+        # input files parsed by this run: fewer than ``files`` when an incremental run read
+        # unchanged dump files from its store
+        "files_parsed": (0 if acc is None else acc.num_rows) if snap.files_parsed is None else snap.files_parsed,
         "files_unusable": int(pe.column("line_number").null_count),
         "lines": total("lines"),
         "lines_parsed": total("lines_parsed"),
@@ -228,6 +235,18 @@ def _counts(snap: Snapshot, tables: dict[str, pa.Table], by_check: list[tuple[st
         **({"members": dict(sorted(snap.extra["members"].items(), key=lambda kv: kv[1]))}
            if "members" in snap.extra else {}),
     }
+
+
+def _save_store(out: str, cluster: str, run_id: str, snap: Snapshot, progress: Progress) -> None:
+    """Add what this incremental run parsed to OUT's store (under OUT's lock, after the run
+    landed: :func:`auditor.sinks.commit.land`)."""
+    from auditor.sinks import store
+
+    reuse = snap.extra["store"]
+    progress(f"updating the incremental store ({len(reuse.new)} files parsed, {len(reuse.reused)} reused)")
+    frames = {name: read_frame_arrow(snap.work_dir, "snapshot", name) for name in store.DATA_TABLES}
+    writers = {**reuse.writers, **{f.fp: run_id for f in reuse.new}}
+    store.save(out, cluster, run_id, reuse.new, reuse.used, writers, frames)
 
 
 def _finding_summary(findings: pa.Table | DataFrame, fail_on: str) -> tuple[list[tuple[str, str, int, int]], int]:

@@ -31,6 +31,10 @@ class ParsedDumps:
     segments: DataFrame
     lines: DataFrame  # one row per line: file_id, line_number, disposition, error, shown
     extra: dict[str, DataFrame] = field(default_factory=dict)  # frames stored in the same job
+    # Per file, before two dumps of one segment are merged: what each file alone yields
+    # (the unit the incremental store keeps; ``batches`` and ``segments`` merge these).
+    file_batches: DataFrame | None = None
+    file_segments: DataFrame | None = None
 
 
 def classify_dump_lines(raw: DataFrame) -> DataFrame:
@@ -142,11 +146,12 @@ def parse_dumps(raw: DataFrame, files: DataFrame, work_dir: str,
     )
     stored = materialise({"lines": lines, **(also or {})}, work_dir, "lines")
     lines = stored.pop("lines")
-    batches = _batches(lines)
-    segments = _segments(lines)
+    file_batches = _batches(lines)
+    file_segments = _segments(lines)
     accounting = lines.select(
         "file_id", "line_number", "disposition", "error", "shown", "snapshot", "broker", "rel")
-    return ParsedDumps(batches=batches, segments=segments, lines=accounting, extra=stored)
+    return ParsedDumps(batches=dedupe_batches(file_batches), segments=dedupe_segments(file_segments),
+                       lines=accounting, extra=stored, file_batches=file_batches, file_segments=file_segments)
 
 
 def _with_sections(numbered: DataFrame) -> DataFrame:
@@ -299,7 +304,7 @@ def _batches(lines: DataFrame) -> DataFrame:
         F.coalesce(F.col("count_known"), F.col("last_offset") - F.col("base_offset") + 1).cast(LongType()).alias("record_count"),
         "is_valid", "is_control", "is_transactional", "magic", "origin",
     )
-    return dedupe_batches(shaped)
+    return shaped
 
 
 def dedupe_batches(batches: DataFrame) -> DataFrame:
@@ -317,7 +322,8 @@ def dedupe_batches(batches: DataFrame) -> DataFrame:
 
 
 def _segments(lines: DataFrame) -> DataFrame:
-    """One row per dumped ``.log`` segment of a replica, with invalid trailing bytes."""
+    """One row per dumped ``.log`` section of each file, with invalid trailing bytes
+    (:func:`dedupe_segments` keeps one per segment of a replica)."""
     in_log = lines.filter(
         (F.col("skind") == "log") & F.col("section_problem").isNull() & F.col("r_topic").isNotNull())
     per_section = in_log.groupBy(
@@ -325,10 +331,14 @@ def _segments(lines: DataFrame) -> DataFrame:
         F.sum(F.when(F.col("kind") == "invalid_bytes", F.col("f_number"))).alias("invalid_bytes"),
         F.count(F.when(F.col("kind").isin(*g.BATCH_KINDS, *g.REBUILT_KINDS), 1)).alias("n_batch_lines"),
     ).filter(F.col("section_pos").isNotNull() | (F.col("n_batch_lines") > 0) | F.col("invalid_bytes").isNotNull())
-    shaped = per_section.select(
+    return per_section.select(
         "snapshot", "broker", "topic", "partition", F.col("rel").alias("file"),
         F.col("section_line").alias("line_number"), "segment_base_offset", "invalid_bytes")
-    # Two dumps of one segment: keep one row per segment, the larger invalid-byte count.
+
+
+def dedupe_segments(shaped: DataFrame) -> DataFrame:
+    """One row per dumped segment of a replica: two dumps of one segment keep the larger
+    invalid-byte count (then the first file and line by name)."""
     seg = Window.partitionBy(*REPLICA_KEY, F.coalesce(F.col("segment_base_offset"), F.lit(-1)),
                              F.when(F.col("segment_base_offset").isNull(), F.col("file")))
     first = seg.orderBy(F.col("invalid_bytes").desc_nulls_last(), "file", "line_number")

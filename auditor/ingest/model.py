@@ -64,5 +64,6 @@ class Snapshot:
     accounting: DataFrame
     work_dir: str = ""
     files_read: int = 0
+    files_parsed: int | None = None  # None: every file read was parsed (not an incremental run)
     files_skipped: Counter[str] = field(default_factory=Counter)
     extra: dict[str, Any] = field(default_factory=dict)

@@ -23,7 +23,7 @@ from auditor.errors import UsageError
 from auditor.ingest import discovery as d
 from auditor.ingest.checkpoints import parse_checkpoints
 from auditor.ingest.describe import parse_describe
-from auditor.ingest.dumps import parse_dumps
+from auditor.ingest.dumps import dedupe_batches, dedupe_segments, parse_dumps
 from auditor.ingest.lines import read_small_files, read_text_lines
 from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, Snapshot
 from auditor.materialise import materialise, new_work_dir
@@ -45,6 +45,7 @@ def load_snapshot(
     snapshot: str | None = None,
     default_snapshot: datetime | None = None,
     work_dir: str | None = None,
+    store: tuple[str, str] | None = None,
 ) -> Snapshot:
     """Parse the snapshot (or tables) at ``path`` into DataFrames.
 
@@ -56,6 +57,9 @@ def load_snapshot(
         default_snapshot: label of an unlabelled input (default: now, UTC).
         work_dir: where parsed rows are stored (default: a new temporary directory,
             removed when the process exits).
+        store: ``(OUT, cluster)`` of an incremental audit (``--format kafka``): dump files
+            whose fingerprint the store knows are read from it, not parsed
+            (:mod:`auditor.sinks.store`); what the run parsed is in ``extra["store"]``.
 
     Raises:
         InputError: ``path`` is missing, unreadable, or has no input of the format.
@@ -74,10 +78,11 @@ def load_snapshot(
     if format != "kafka":
         raise UsageError(f"unknown format {format!r}")
     found = d.discover(path, now, snapshot)
-    return _load_kafka(spark, found, work_dir or new_work_dir())
+    return _load_kafka(spark, found, work_dir or new_work_dir(), store)
 
 
-def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str) -> Snapshot:
+def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
+                store: tuple[str, str] | None = None) -> Snapshot:
     indexed = list(enumerate(found.files))
     files = local_frame(
         spark,
@@ -86,6 +91,9 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str) -> Snaps
     )
     dump_files = [(i, f) for i, f in indexed if f.kind == d.DUMP]
     other_files = [(i, f) for i, f in indexed if f.kind != d.DUMP]
+    reuse = _Reuse(spark, store, dump_files) if store is not None else None
+    if reuse is not None:
+        dump_files = reuse.to_parse
 
     # Cut point 1 (one job): every input line read once, numbered, dump lines cut to fields.
     dumps = parse_dumps(
@@ -109,15 +117,22 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str) -> Snaps
     )
 
     line_dispositions = dumps.lines.unionByName(cps.lines).unionByName(desc.lines)
-    accounting = files.join(
-        line_dispositions.groupBy("file_id").agg(
-            F.count(F.lit(1)).alias("lines"),
-            F.count(F.when(F.col("disposition") == "parsed", 1)).alias("lines_parsed"),
-            F.count(F.when(F.col("disposition") == "skipped", 1)).alias("lines_skipped"),
-            F.count(F.when(F.col("disposition") == "quarantined", 1)).alias("lines_quarantined"),
-        ),
-        "file_id", "left",
-    ).select("file_id", "rel", "kind", "broker", "size",
+    counts = line_dispositions.groupBy("file_id").agg(
+        F.count(F.lit(1)).alias("lines"),
+        F.count(F.when(F.col("disposition") == "parsed", 1)).alias("lines_parsed"),
+        F.count(F.when(F.col("disposition") == "skipped", 1)).alias("lines_skipped"),
+        F.count(F.when(F.col("disposition") == "quarantined", 1)).alias("lines_quarantined"),
+    )
+    batches, segments = dumps.batches, dumps.segments
+    store_frames: dict[str, DataFrame] = {}
+    if reuse is not None:
+        counts = counts.unionByName(reuse.rows("store_accounting").select("file_id", *LINE_COUNTS))
+        batches = dedupe_batches(dumps.file_batches.unionByName(reuse.rows("store_batches").select(  # type: ignore[union-attr]
+            "snapshot", "broker", "topic", "partition", F.col("rel").alias("file"), *STORED_BATCH)))
+        segments = dedupe_segments(dumps.file_segments.unionByName(reuse.rows("store_segments").select(  # type: ignore[union-attr]
+            "snapshot", "broker", "topic", "partition", F.col("rel").alias("file"), *STORED_SEGMENT)))
+        store_frames = reuse.new_rows(dumps)
+    accounting = files.join(counts, "file_id", "left").select("file_id", "rel", "kind", "broker", "size",
              *[F.coalesce(F.col(c), F.lit(0)).alias(c) for c in
                ("lines", "lines_parsed", "lines_skipped", "lines_quarantined")])
 
@@ -127,18 +142,24 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str) -> Snaps
     line_errors = line_dispositions.filter(F.col("disposition") == "quarantined").select(
         "snapshot", "broker", F.col("rel").alias("file"), "line_number",
         F.lit(None).cast(LongType()).alias("byte_offset"), F.col("shown").alias("line"), "error")
+    if reuse is not None:
+        line_errors = line_errors.unionByName(reuse.rows("store_errors").select(
+            "snapshot", "broker", F.col("rel").alias("file"), "line_number", "byte_offset", "line", "error"))
 
     # Cut point 2 (one job): the parsed tables read straight from the stored lines.
     parsed = materialise({
-        "batches": dumps.batches.withColumnRenamed("broker", "replica"),
-        "segments": dumps.segments.withColumnRenamed("broker", "replica"),
+        "batches": batches.withColumnRenamed("broker", "replica"),
+        "segments": segments.withColumnRenamed("broker", "replica"),
         "entries": entries,
         "checkpoint_files": cps.files,
         "metadata": desc.metadata,
         "topics": desc.topics,
         "accounting": accounting,
         "parse_errors": problems.unionByName(line_errors),
+        **store_frames,
     }, work_dir, "snapshot")
+    for name in store_frames:
+        parsed.pop(name)
     entries = parsed.pop("entries")
     replicas = _replicas(files, parsed["segments"], parsed.pop("checkpoint_files"))
     # Cut point 3 (one job): what each replica has, joined from the stored tables.
@@ -153,7 +174,86 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str) -> Snaps
     return Snapshot(
         format="kafka", root=found.root, snapshots=found.snapshots, work_dir=work_dir,
         files_read=len(found.files), files_skipped=found.skipped, **parsed, **per_replica,
+        files_parsed=len(found.files) - (len(reuse.reused) if reuse is not None else 0),
+        extra={"store": reuse} if reuse is not None else {},
     )
+
+
+LINE_COUNTS = ("lines", "lines_parsed", "lines_skipped", "lines_quarantined")
+STORED_BATCH = ("line_number", "segment_base_offset", "base_offset", "last_offset", "epoch", "crc",
+                "record_count", "is_valid", "is_control", "is_transactional", "magic", "origin")
+STORED_SEGMENT = ("line_number", "segment_base_offset", "invalid_bytes")
+STORE_SCHEMAS = {
+    "store_batches": "fp string, writer string, topic string, partition int, line_number bigint, "
+                     "segment_base_offset bigint, base_offset bigint, last_offset bigint, epoch int, crc bigint, "
+                     "record_count bigint, is_valid boolean, is_control boolean, is_transactional boolean, "
+                     "magic int, origin string",
+    "store_segments": "fp string, writer string, topic string, partition int, line_number bigint, "
+                      "segment_base_offset bigint, invalid_bytes bigint",
+    "store_accounting": "fp string, writer string, lines bigint, lines_parsed bigint, lines_skipped bigint, "
+                        "lines_quarantined bigint",
+    "store_errors": "fp string, writer string, line_number bigint, byte_offset bigint, line string, error string",
+}
+
+
+class _Reuse:
+    """Which dump files an incremental run reads from the store and which it parses."""
+
+    def __init__(self, spark: SparkSession, store: tuple[str, str], dump_files: list[tuple[int, d.InputFile]]):
+        from auditor.sinks import store as st
+
+        self.spark, (self.out, self.cluster) = spark, store
+        self.fingerprints = {i: st.fingerprint(self.cluster, f.broker if f.broker is not None else -1, f.rel, f.path)
+                             for i, f in dump_files}
+        have = st.known(self.out, self.cluster)
+        self.reused = [(i, f) for i, f in dump_files if self.fingerprints[i].fp in have]
+        self.to_parse = [(i, f) for i, f in dump_files if self.fingerprints[i].fp not in have]
+        # who wrote the rows of each fingerprint this run uses (itself for what it parses)
+        self.writers = {self.fingerprints[i].fp: have[self.fingerprints[i].fp] for i, _ in self.reused}
+        self.used = sorted({self.fingerprints[i].fp for i, _ in dump_files})
+        self.new = sorted({self.fingerprints[i] for i, _ in self.to_parse}, key=lambda fp: fp.fp)
+        # One file per fingerprint gives the stored rows (the same file in two snapshot=
+        # folders of one input has one fingerprint: its rows are kept once).
+        first: dict[str, int] = {}
+        for i, _ in self.to_parse:
+            first.setdefault(self.fingerprints[i].fp, i)
+        self.keepers = [(i, f) for i, f in self.to_parse if first[self.fingerprints[i].fp] == i]
+        self.wanted = local_frame(spark, [
+            (self.fingerprints[i].fp, have[self.fingerprints[i].fp], i, f.rel, f.snapshot, f.broker)
+            for i, f in self.reused], "fp string, writer string, file_id int, rel string, snapshot timestamp, broker int")
+
+    def rows(self, table: str) -> DataFrame:
+        """``table``'s stored rows of the reused files, with their file's id, path, snapshot
+        and broker in this run."""
+        from pyspark.sql.types import _parse_datatype_string
+
+        from auditor.sinks import store as st
+
+        schema = _parse_datatype_string(STORE_SCHEMAS[table])
+        return st.read_rows(self.spark, self.out, table, schema, self.cluster, self.wanted)
+
+    def new_rows(self, dumps: object) -> dict[str, DataFrame]:
+        """What this run parsed, per file, shaped as the store keeps it (``store_*`` frames)."""
+        fps = local_frame(self.spark, [(i, f.rel, self.fingerprints[i].fp) for i, f in self.keepers],
+                          "file_id int, rel string, fp string")
+        by_rel = F.broadcast(fps.select(F.col("rel").alias("file"), "fp"))
+        lines = dumps.lines  # type: ignore[attr-defined]
+        return {
+            "store_batches": dumps.file_batches.join(by_rel, "file").select(  # type: ignore[attr-defined]
+                "fp", "topic", "partition", *STORED_BATCH),
+            "store_segments": dumps.file_segments.join(by_rel, "file").select(  # type: ignore[attr-defined]
+                "fp", "topic", "partition", *STORED_SEGMENT),
+            "store_accounting": lines.groupBy("file_id").agg(
+                F.count(F.lit(1)).alias("lines"),
+                F.count(F.when(F.col("disposition") == "parsed", 1)).alias("lines_parsed"),
+                F.count(F.when(F.col("disposition") == "skipped", 1)).alias("lines_skipped"),
+                F.count(F.when(F.col("disposition") == "quarantined", 1)).alias("lines_quarantined"),
+            ).join(F.broadcast(fps), "file_id").select("fp", *LINE_COUNTS),
+            "store_errors": lines.filter(F.col("disposition") == "quarantined").join(
+                F.broadcast(fps.select("file_id", "fp")), "file_id").select(
+                "fp", "line_number", F.lit(None).cast(LongType()).alias("byte_offset"),
+                F.col("shown").alias("line"), "error"),
+        }
 
 
 def _replicas(files: DataFrame, segments: DataFrame, cp_files: DataFrame) -> DataFrame:

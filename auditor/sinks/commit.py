@@ -251,6 +251,7 @@ def _version(writer: TableWriter, path: str) -> int:
 def land(out: str, writer: TableWriter, run: RunIdentity,
          tables: list[tuple[str, Any]], runs_row_of: Callable[[], pa.Table],
          *, before_runs_row: Callable[[], None] = lambda: None,
+         after: Callable[[], None] | None = None,
          progress: Callable[[str], None] = lambda _: None) -> None:
     """Write one run's tables, then its SUCCEEDED ``runs`` row, under the lock and the
     journal; on any failure restore what was written and re-raise.
@@ -259,6 +260,9 @@ def land(out: str, writer: TableWriter, run: RunIdentity,
         tables: ``(name, rows)`` in write order (``rows`` as :class:`TableWriter` takes them).
         runs_row_of: builds the SUCCEEDED ``runs`` row (called after the data tables).
         before_runs_row: last check before the run counts (raise to roll everything back).
+        after: more writes once the run has landed, still under the lock and outside the
+            journal (the incremental store: its rows stay valid whatever happens next). A
+            failure there is logged; the run stays landed.
     """
     holder = f"run {run.run_id}, pid {os.getpid()}"
     with out_lock(out, holder=holder, waiting=progress):
@@ -282,6 +286,12 @@ def land(out: str, writer: TableWriter, run: RunIdentity,
             journal.roll_back(writer)
             raise
         journal.done()
+        if after is not None:
+            try:
+                after()
+            except Exception as exc:  # the run has landed: never turn it into a failure
+                logger.warning("run %s landed, but writing the incremental store failed (%s): the next "
+                               "incremental run parses those files again", run.run_id, type(exc).__name__)
 
 
 def append_failed(out: str, writer: TableWriter, row: pa.Table, timeout: float = 30.0) -> None:
