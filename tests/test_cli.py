@@ -80,6 +80,8 @@ def test_bad_config_exits_2(tmp_path: Path) -> None:
     ("[[allowlist]]\ncheck = 'OFFSET_GAP'\npartition = '1'\n", "partition"),
     ("[[allowlist]]\ncheck = 'OFFSET_GAP'\nbroker = 1\n", "broker"),
     ("[compaction]\ntopics = 'orders'\n", "topics"),
+    ("[run]\nincremental = 'yes'\n", "incremental"),
+    ("[run]\nincrementl = true\n", "incrementl"),
 ])
 def test_every_config_mistake_exits_2_naming_the_key(tmp_path: Path, text: str, named: str) -> None:
     conf = write(tmp_path / "c.toml", text)
