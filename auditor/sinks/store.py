@@ -94,8 +94,12 @@ def known(out: str, cluster: str) -> dict[str, str]:
 
     rows = DeltaTable(path).to_pyarrow_table(columns=["cluster", "fp", "writer"],
                                              filters=[("cluster", "=", cluster)])
-    # every store_files row of one fp names the same writer (the run that parsed it)
-    return dict(zip(rows.column("fp").to_pylist(), rows.column("writer").to_pylist()))
+    # The rows of one fingerprint name the run that parsed it; two runs that parsed the same
+    # new file before either saved wrote equal rows: the smaller run id is taken, always.
+    writers: dict[str, str] = {}
+    for fp, writer in zip(rows.column("fp").to_pylist(), rows.column("writer").to_pylist()):
+        writers[fp] = min(writer, writers.get(fp, writer))
+    return writers
 
 
 def read_rows(spark: Any, out: str, table: str, schema: Any, cluster: str, wanted: Any) -> Any:
