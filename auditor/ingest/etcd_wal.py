@@ -141,11 +141,14 @@ def decode_wal(content: bytes) -> list[dict[str, Any]]:
 
 
 def _decode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: binary file rows in, one row per WAL record out."""
+    """``mapInArrow`` body: binary file rows (their URIs) in, one row per WAL record out.
+    Each file is read here, by the task that decodes it (see :func:`read_wal_records`)."""
+    from auditor.ingest.lines import _uri_to_path
+
     for batch in batches:
-        uris = batch.column("uri").to_pylist()
-        for i, uri in enumerate(uris):
-            rows = decode_wal(batch.column("content")[i].as_py() or b"")
+        for uri in batch.column("uri").to_pylist():
+            with open(_uri_to_path(uri), "rb") as f:
+                rows = decode_wal(f.read())
             columns: dict[str, list[Any]] = {"uri": [uri] * len(rows)}
             for name, _ in COLUMNS:
                 columns[name] = [r.get(name) for r in rows]
@@ -154,8 +157,18 @@ def _decode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
 
 def read_wal_records(spark: Any, files: Sequence[tuple[int, Any]]) -> Any:
     """DataFrame of every record of the WAL ``files`` (``(file_id, InputFile)`` pairs):
-    ``file_id`` and :data:`COLUMNS`. Each file is one row of the binary file source,
-    decoded where it is read (no shuffle of file contents)."""
+    ``file_id`` and :data:`COLUMNS`. Each file is one row of the binary file source and one
+    task, which reads and decodes it (no shuffle of file contents, nothing on the driver).
+
+    The binary file source gives the files and the tasks; its ``content`` column is not
+    selected, so the JVM never holds a file: etcd preallocates every WAL file to 64 MB, and
+    two tasks each holding a file, its row copy and its Arrow copy ran a 2 GB driver heap
+    out of memory (in local mode the executors share it). The decoding task reads the file
+    itself, so WAL files must be on a local or mounted file system, as every input is
+    (README "Limits"). Each file is its own scan (the file source would pack several into
+    one task); a member keeps a handful of WAL files, so a few dozen scans at most."""
+    from functools import reduce
+
     from pyspark.sql import functions as F
 
     from auditor.ingest.lines import _with_file_ids
@@ -163,7 +176,7 @@ def read_wal_records(spark: Any, files: Sequence[tuple[int, Any]]) -> Any:
 
     if not files:
         return local_frame(spark, [], "file_id int, " + SPARK_SCHEMA.split(", ", 1)[1])
-    raw = spark.read.format("binaryFile").load([f.path for _, f in files])
-    decoded = raw.select(F.col("_metadata.file_path").alias("uri"), "content").mapInArrow(
-        _decode_batches, SPARK_SCHEMA)
-    return _with_file_ids(spark, raw, files, decoded)
+    scans = [spark.read.format("binaryFile").load(f.path).select(F.col("_metadata.file_path").alias("uri"))
+             for _, f in files]
+    raw = reduce(lambda a, b: a.unionByName(b), scans)
+    return _with_file_ids(spark, raw, files, raw.mapInArrow(_decode_batches, SPARK_SCHEMA))
