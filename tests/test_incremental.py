@@ -113,7 +113,7 @@ def test_incremental_parses_equal_full_parses(spark, history) -> None:  # type: 
 
 def test_a_killed_writers_rows_and_another_clusters_are_never_used(spark, history, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from auditor.ingest import discovery as d
-    from auditor.ingest.snapshot import _Reuse
+    from auditor.ingest.snapshot import Reuse
 
     _, snaps = history
     out = str(tmp_path / "out")
@@ -126,7 +126,7 @@ def test_a_killed_writers_rows_and_another_clusters_are_never_used(spark, histor
     # ... and another cluster's complete entries for the same files (same fingerprints)
     store.save(out, "other", "o1", fps, [fp.fp for fp in fps], {fp.fp: "o1" for fp in fps}, {})
     assert store.known(out, "prod") == {} and len(store.known(out, "other")) == len(fps)
-    reuse = _Reuse(spark, (out, "prod"), dumps)
+    reuse = Reuse(spark, (out, "prod"), dumps)
     assert reuse.reused == [] and len(reuse.to_parse) == len(dumps)
     # a file that changes in place gets a new fingerprint
     path = Path(dumps[0][1].path)

@@ -91,7 +91,7 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
     )
     dump_files = [(i, f) for i, f in indexed if f.kind == d.DUMP]
     other_files = [(i, f) for i, f in indexed if f.kind != d.DUMP]
-    reuse = _Reuse(spark, store, dump_files) if store is not None else None
+    reuse = Reuse(spark, store, dump_files) if store is not None else None
     if reuse is not None:
         dump_files = reuse.to_parse
 
@@ -117,12 +117,7 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
     )
 
     line_dispositions = dumps.lines.unionByName(cps.lines).unionByName(desc.lines)
-    counts = line_dispositions.groupBy("file_id").agg(
-        F.count(F.lit(1)).alias("lines"),
-        F.count(F.when(F.col("disposition") == "parsed", 1)).alias("lines_parsed"),
-        F.count(F.when(F.col("disposition") == "skipped", 1)).alias("lines_skipped"),
-        F.count(F.when(F.col("disposition") == "quarantined", 1)).alias("lines_quarantined"),
-    )
+    counts = line_counts(line_dispositions)
     batches, segments = dumps.batches, dumps.segments
     store_frames: dict[str, DataFrame] = {}
     if reuse is not None:
@@ -180,6 +175,16 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
 
 
 LINE_COUNTS = ("lines", "lines_parsed", "lines_skipped", "lines_quarantined")
+
+
+def line_counts(lines: DataFrame) -> DataFrame:
+    """Per ``file_id``: lines read, parsed, skipped and quarantined (:data:`LINE_COUNTS`)."""
+    return lines.groupBy("file_id").agg(
+        F.count(F.lit(1)).alias("lines"),
+        F.count(F.when(F.col("disposition") == "parsed", 1)).alias("lines_parsed"),
+        F.count(F.when(F.col("disposition") == "skipped", 1)).alias("lines_skipped"),
+        F.count(F.when(F.col("disposition") == "quarantined", 1)).alias("lines_quarantined"),
+    )
 STORED_BATCH = ("line_number", "segment_base_offset", "base_offset", "last_offset", "epoch", "crc",
                 "record_count", "is_valid", "is_control", "is_transactional", "magic", "origin")
 STORED_SEGMENT = ("line_number", "segment_base_offset", "invalid_bytes")
@@ -196,7 +201,7 @@ STORE_SCHEMAS = {
 }
 
 
-class _Reuse:
+class Reuse:
     """Which dump files an incremental run reads from the store and which it parses."""
 
     def __init__(self, spark: SparkSession, store: tuple[str, str], dump_files: list[tuple[int, d.InputFile]]):
@@ -243,12 +248,7 @@ class _Reuse:
                 "fp", "topic", "partition", *STORED_BATCH),
             "store_segments": dumps.file_segments.join(by_rel, "file").select(  # type: ignore[attr-defined]
                 "fp", "topic", "partition", *STORED_SEGMENT),
-            "store_accounting": lines.groupBy("file_id").agg(
-                F.count(F.lit(1)).alias("lines"),
-                F.count(F.when(F.col("disposition") == "parsed", 1)).alias("lines_parsed"),
-                F.count(F.when(F.col("disposition") == "skipped", 1)).alias("lines_skipped"),
-                F.count(F.when(F.col("disposition") == "quarantined", 1)).alias("lines_quarantined"),
-            ).join(F.broadcast(fps), "file_id").select("fp", *LINE_COUNTS),
+            "store_accounting": line_counts(lines).join(F.broadcast(fps), "file_id").select("fp", *LINE_COUNTS),
             "store_errors": lines.filter(F.col("disposition") == "quarantined").join(
                 F.broadcast(fps.select("file_id", "fp")), "file_id").select(
                 "fp", "line_number", F.lit(None).cast(LongType()).alias("byte_offset"),
