@@ -192,7 +192,7 @@ def audit(
         isr_incomplete(facts, batches, scope),
         partition_findings(leaders, facts),
         over_time.findings,
-        *([replica_checks.unreadable_wal(snapshot.extra["wal_problems"])] if "wal_problems" in snapshot.extra else []),
+        *([replica_checks.unreadable_wal(snapshot.wal_problems)] if snapshot.wal_problems is not None else []),
     ])
     all_findings = _cut(findings=with_identity(apply_policy(
         raw_findings.join(leaders.select(*PARTITION, "leader"), PARTITION, "left"), config),

@@ -16,6 +16,7 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from functools import reduce
 
 import pyarrow as pa
@@ -85,6 +86,24 @@ def read_frame(spark: SparkSession, work_dir: str, label: str, name: str, schema
         return local_frame(spark, [], schema)
     wrapped = StructType([StructField(name, schema)])
     return spark.read.schema(wrapped).parquet(path).select(f"`{name}`.*")
+
+
+def stream_frame_arrow(work_dir: str, label: str, name: str) -> pa.RecordBatchReader | None:
+    """Frame ``name`` of a stored cut point as Arrow batches read one at a time (memory
+    bounded by a row group, whatever the frame's size); None when it had no rows."""
+    path = frame_dir(work_dir, label, name)
+    files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".parquet")) \
+        if os.path.isdir(path) else []
+    if not files:
+        return None
+    schema = pa.schema(list(pq.read_schema(files[0]).field(name).type))
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for file in files:
+            for batch in pq.ParquetFile(file).iter_batches(columns=[name]):
+                yield pa.RecordBatch.from_struct_array(batch.column(0))
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
 
 
 def read_frame_arrow(work_dir: str, label: str, name: str) -> pa.Table | None:

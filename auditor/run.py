@@ -32,7 +32,7 @@ from auditor.engine import audit
 from auditor.errors import AuditorError, InconsistentResultError, UsageError
 from auditor.ingest.model import Snapshot
 from auditor.ingest.snapshot import load_snapshot
-from auditor.materialise import keep_work_dirs, materialise, new_work_dir, read_frame_arrow
+from auditor.materialise import keep_work_dirs, materialise, new_work_dir, read_frame_arrow, stream_frame_arrow
 from auditor.sinks import commit
 from auditor.sinks import delta as io
 from auditor.sinks import schemas
@@ -124,7 +124,7 @@ def run_audit(
             out, writer, identity,
             [(name, arrow[name] if writer.name == "deltalake" else stored[name]) for name in tables],
             lambda: identity.row("SUCCEEDED", counts), before_runs_row=still_consistent, progress=progress,
-            after=(lambda: _save_store(out, config.cluster, run_id, snap, progress)) if "store" in snap.extra else None)
+            after=(lambda: _save_store(out, config.cluster, run_id, snap, progress)) if snap.store is not None else None)
         by_check, failing = after[0]
     except Exception as exc:  # AuditorError included: record the failure (the writes are undone), re-raise
         _record_failure(writer, out, identity, exc)
@@ -232,8 +232,8 @@ def _counts(snap: Snapshot, tables: dict[str, pa.Table], by_check: list[tuple[st
         "snapshots": len(snap.snapshots),
         "findings": {s: sev[s] for s in ("CRITICAL", "ERROR", "WARNING", "INFO")},
         # etcd: which replica id each member folder got (the ``replica`` column)
-        **({"members": dict(sorted(snap.extra["members"].items(), key=lambda kv: kv[1]))}
-           if "members" in snap.extra else {}),
+        **({"members": dict(sorted(snap.members.items(), key=lambda kv: kv[1]))}
+           if snap.members is not None else {}),
     }
 
 
@@ -242,9 +242,9 @@ def _save_store(out: str, cluster: str, run_id: str, snap: Snapshot, progress: P
     landed: :func:`auditor.sinks.commit.land`)."""
     from auditor.sinks import store
 
-    reuse = snap.extra["store"]
+    reuse = snap.store
     progress(f"updating the incremental store ({len(reuse.new)} files parsed, {len(reuse.reused)} reused)")
-    frames = {name: read_frame_arrow(snap.work_dir, "snapshot", name) for name in store.DATA_TABLES}
+    frames = {name: stream_frame_arrow(snap.work_dir, "snapshot", name) for name in store.DATA_TABLES}
     writers = {**reuse.writers, **{f.fp: run_id for f in reuse.new}}
     store.save(out, cluster, run_id, reuse.new, reuse.used, writers, frames)
 

@@ -94,7 +94,7 @@ def test_incremental_parses_equal_full_parses(spark, history) -> None:  # type: 
     for k, snap in enumerate(snaps):
         inc = load_snapshot(spark, str(snap), snapshot=labels[k], store=(str(out), "prod"))
         assert _parsed(inc, strip=False) == expected[labels[k]], k
-        reuse = inc.extra["store"]
+        reuse = inc.store
         store.save(str(out), "prod", f"r{k}", reuse.new, reuse.used,
                    {**reuse.writers, **{f.fp: f"r{k}" for f in reuse.new}},
                    {t: read_frame_arrow(inc.work_dir, "snapshot", t) for t in store.DATA_TABLES})
@@ -139,10 +139,15 @@ def test_an_incremental_audit_counts_what_it_parsed(spark, history, tmp_path) ->
     out = tmp_path / "out"
     cfg = Config(cluster="prod", incremental=True)
     seed = load_snapshot(spark, str(snaps[2]), snapshot="2026-02-01T02:00:00Z", store=(str(out), "prod"))
-    reuse = seed.extra["store"]
+    reuse = seed.store
     store.save(str(out), "prod", "a", reuse.new, reuse.used, {f.fp: "a" for f in reuse.new},
                {t: read_frame_arrow(seed.work_dir, "snapshot", t) for t in store.DATA_TABLES})
     result = run_audit(spark, str(snaps[3]), str(out), cfg, run_id="b", snapshot_label="2026-02-01T03:00:00Z")
     assert 0 < result.counts["files_parsed"] < result.counts["files"] / 2, result.counts
     files = DeltaTable(store.store_path(str(out), "store_files")).to_pyarrow_table().to_pylist()
     assert {r["run_id"] for r in files} == {"a", "b"} and {r["cluster"] for r in files} == {"prod"}
+    # what run b parsed went in, batch by batch, under its own name
+    written = DeltaTable(store.store_path(str(out), "store_batches")).to_pyarrow_table(
+        filters=[("writer", "=", "b")])
+    new_fps = {r["fp"] for r in files if r["run_id"] == "b" and r["writer"] == "b"}
+    assert written.num_rows > 0 and set(written.column("fp").to_pylist()) <= new_fps

@@ -123,27 +123,10 @@ def discover(root: str | os.PathLike[str], default_snapshot: datetime,
         raise InputError(f"input {base} cannot be read: {exc.strerror or exc}") from exc
     snap_dirs = [e for e in entries if e.is_dir() and SNAPSHOT_DIR.match(e.name)]
     broker_dirs = [e for e in entries if e.is_dir() and BROKER_DIR.match(e.name)]
-    if snap_dirs and broker_dirs:
-        raise UsageError(f"input {base} holds both snapshot= and broker= folders")
-    if snap_dirs and snapshot_label is not None:
-        raise UsageError("--snapshot cannot be used with an input of snapshot= folders")
-
-    if snap_dirs:
-        labelled = []
-        for entry in snap_dirs:
-            m = SNAPSHOT_DIR.match(entry.name)
-            assert m is not None
-            labelled.append((parse_snapshot_label(m.group("label")), entry))
-        labels = [t for t, _ in labelled]
-        if len(set(labels)) != len(labels):
-            raise UsageError(f"input {base} has two snapshot= folders for the same instant")
-        result = Discovery(root=str(base), snapshots=sorted(labels))
-        for instant, entry in sorted(labelled, key=lambda x: x[0]):
-            _walk_snapshot(result, base, Path(entry.path), instant)
-    else:
-        instant = parse_snapshot_label(snapshot_label) if snapshot_label else default_snapshot
-        result = Discovery(root=str(base), snapshots=[instant])
-        _walk_snapshot(result, base, base, instant)
+    roots = snapshot_roots(base, entries, BROKER_DIR, "broker=", snapshot_label, default_snapshot)
+    result = Discovery(root=str(base), snapshots=[instant for instant, _ in roots])
+    for instant, folder in roots:
+        _walk_snapshot(result, base, folder, instant)
 
     if not any(f.broker is not None for f in result.files) and not any(
         p.broker is not None for p in result.problems
@@ -151,6 +134,34 @@ def discover(root: str | os.PathLike[str], default_snapshot: datetime,
         if not _has_broker_dir(base, snap_dirs, broker_dirs):
             raise InputError(f"input {base} holds no broker=N folder")
     return result
+
+
+def snapshot_roots(base: Path, entries: list[os.DirEntry[str]], child: re.Pattern[str], child_name: str,
+                   snapshot_label: str | None, default_snapshot: datetime) -> list[tuple[datetime, Path]]:
+    """The snapshots of the input ``base`` (whose sorted ``entries`` are given), oldest first:
+    one per ``snapshot=<label>`` folder, else ``base`` itself, labelled ``--snapshot`` or
+    ``default_snapshot`` (SPEC 3.1). ``child`` matches the folders a snapshot holds
+    (``broker=N``, ``member=NAME``), named ``child_name`` in errors.
+
+    Raises:
+        UsageError: ``--snapshot`` with ``snapshot=`` folders, a bad or repeated label, or
+            ``snapshot=`` folders beside ``child`` folders.
+    """
+    snap_dirs = [e for e in entries if e.is_dir() and SNAPSHOT_DIR.match(e.name)]
+    if not snap_dirs:
+        return [(parse_snapshot_label(snapshot_label) if snapshot_label else default_snapshot, base)]
+    if any(e.is_dir() and child.match(e.name) for e in entries):
+        raise UsageError(f"input {base} holds both snapshot= and {child_name} folders")
+    if snapshot_label is not None:
+        raise UsageError("--snapshot cannot be used with an input of snapshot= folders")
+    labelled = []
+    for entry in snap_dirs:
+        m = SNAPSHOT_DIR.match(entry.name)
+        assert m is not None
+        labelled.append((parse_snapshot_label(m.group("label")), Path(entry.path)))
+    if len({t for t, _ in labelled}) != len(labelled):
+        raise UsageError(f"input {base} has two snapshot= folders for the same instant")
+    return sorted(labelled, key=lambda x: x[0])
 
 
 def _has_broker_dir(base: Path, snap_dirs: list[os.DirEntry[str]],

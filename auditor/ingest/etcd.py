@@ -39,10 +39,11 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from auditor.errors import InputError, UsageError
-from auditor.ingest.discovery import SNAPSHOT_DIR, InputFile, parse_snapshot_label
+from auditor.errors import InputError
+from auditor.ingest.discovery import InputFile, snapshot_roots
 from auditor.ingest.etcd_wal import read_wal_records
-from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, Snapshot
+from auditor.ingest.lines import LINE_COUNTS, line_counts
+from auditor.ingest.model import ERRORS_SCHEMA, SEGMENTS_DDL, TOPICS_DDL, Snapshot, offsets_ddl
 from auditor.materialise import materialise
 from auditor.spark import local_frame
 
@@ -87,23 +88,10 @@ def discover_etcd(root: str, default_snapshot: datetime, snapshot_label: str | N
     if not base.is_dir():
         raise InputError(f"input {base} does not exist or is not a directory")
     try:
-        entries = sorted((e for e in os.scandir(base) if e.is_dir()), key=lambda e: e.name)
+        entries = sorted(os.scandir(base), key=lambda e: e.name)
     except OSError as exc:
         raise InputError(f"input {base} cannot be read: {exc.strerror or exc}") from exc
-    snap_dirs = [e for e in entries if SNAPSHOT_DIR.match(e.name)]
-    member_dirs = [e for e in entries if MEMBER_DIR.match(e.name)]
-    if snap_dirs and member_dirs:
-        raise UsageError(f"input {base} holds both snapshot= and member= folders")
-    if snap_dirs and snapshot_label is not None:
-        raise UsageError("--snapshot cannot be used with an input of snapshot= folders")
-    if snap_dirs:
-        labelled = sorted(((parse_snapshot_label(SNAPSHOT_DIR.match(e.name).group("label")), Path(e.path))  # type: ignore[union-attr]
-                           for e in snap_dirs), key=lambda x: x[0])
-        if len({t for t, _ in labelled}) != len(labelled):
-            raise UsageError(f"input {base} has two snapshot= folders for the same instant")
-    else:
-        instant = parse_snapshot_label(snapshot_label) if snapshot_label else default_snapshot
-        labelled = [(instant, base)]
+    labelled = snapshot_roots(base, entries, MEMBER_DIR, "member=", snapshot_label, default_snapshot)
     folders: list[tuple[datetime, str, Path]] = []
     for instant, folder in labelled:
         try:
@@ -160,12 +148,11 @@ def load_etcd(spark: SparkSession, path: str, snapshot: str | None, default_snap
     docstring for the mapping)."""
     found = discover_etcd(path, default_snapshot, snapshot)
     indexed = list(enumerate(f for f, _, _, _ in found.wal_files))
-    last_seq: dict[tuple[datetime, int], int] = {}
+    last_seq: dict[tuple[datetime, int | None], int] = {}
     for file, _, seq, _ in found.wal_files:
-        key = (file.snapshot, file.broker or 0)
-        last_seq[key] = max(last_seq.get(key, -1), seq)
+        last_seq[(file.snapshot, file.broker)] = max(last_seq.get((file.snapshot, file.broker), -1), seq)
     files = local_frame(spark, [
-        (i, f.rel, f.snapshot, f.broker, member, seq, index, f.size, seq == last_seq[(f.snapshot, f.broker or 0)])
+        (i, f.rel, f.snapshot, f.broker, member, seq, index, f.size, seq == last_seq[(f.snapshot, f.broker)])
         for (i, f), (_, member, seq, index) in zip(indexed, found.wal_files)], FILES_SCHEMA)
 
     # Cut point 1 (one job): every WAL file decoded where it is read, one row per record.
@@ -252,14 +239,10 @@ def load_etcd(spark: SparkSession, path: str, snapshot: str | None, default_snap
         F.when(F.col("record_no") >= 0, F.col("record_no") + 1).alias("line_number"),
         F.coalesce(F.col("byte_offset"), F.lit(0)).alias("byte_offset"), F.lit(None).cast("string").alias("line"),
         F.col("problem").alias("error"))
-    accounting = readable.groupBy("file_id", "rel").agg(
-        F.count(F.lit(1)).alias("lines"),
-        F.count(F.when(F.col("readable"), 1)).alias("lines_parsed"),
-        F.count(F.when(~F.col("readable") & F.col("problem").isNull(), 1)).alias("lines_skipped"),
-        F.count(F.when(F.col("problem").isNotNull(), 1)).alias("lines_quarantined"),
-    ).join(files.select("file_id", "replica", "size"), "file_id").select(
-        "file_id", "rel", F.lit(WAL_KIND).alias("kind"), F.col("replica").alias("broker"), "size",
-        "lines", "lines_parsed", "lines_skipped", "lines_quarantined")
+    dispositions = readable.select("file_id", F.when(F.col("problem").isNotNull(), "quarantined")
+                                   .when(F.col("readable"), "parsed").otherwise("skipped").alias("disposition"))
+    accounting = line_counts(dispositions).join(files.select("file_id", "rel", "replica", "size"), "file_id").select(
+        "file_id", "rel", F.lit(WAL_KIND).alias("kind"), F.col("replica").alias("broker"), "size", *LINE_COUNTS)
     with_wal = files.select("snapshot", "replica").distinct().withColumn("has_dump", F.lit(True))
     present = local_frame(spark, sorted(set(found.present)), "snapshot timestamp, replica int")
     replicas = present.join(with_wal, member, "left").select(
@@ -272,19 +255,17 @@ def load_etcd(spark: SparkSession, path: str, snapshot: str | None, default_snap
         "batches": batches, "hwm": hwm, "log_start": log_start, "wal_problems": wal_problems,
         "parse_errors": problems.unionByName(record_errors), "accounting": accounting, "replicas": replicas,
     }, work_dir, "snapshot")
-    none = "snapshot timestamp, topic string, partition int, replica int"
     return Snapshot(
         format="etcd", root=found.root, snapshots=found.snapshots, work_dir=work_dir,
         batches=parsed["batches"], hwm=parsed["hwm"], log_start=parsed["log_start"],
         parse_errors=parsed["parse_errors"], accounting=parsed["accounting"], replicas=parsed["replicas"],
-        epoch_cache=local_frame(spark, [], f"{none}, epoch int, start_offset bigint, file string"),
+        epoch_cache=local_frame(spark, [], "snapshot timestamp, topic string, partition int, replica int, "
+                                           "epoch int, start_offset bigint, file string"),
         metadata=local_frame(spark, [], "snapshot timestamp, topic string, partition int, leader int, "
                                         "replicas array<int>, isr array<int>, elr array<int>, "
                                         "last_known_elr array<int>, has_elr boolean, file string"),
-        segments=local_frame(spark, [], "snapshot timestamp, replica int, topic string, partition int, file string, "
-                                        "line_number bigint, segment_base_offset bigint, invalid_bytes bigint"),
-        recovery_point=local_frame(spark, [], f"{none}, recovery_point bigint"),
-        topics=local_frame(spark, [], "snapshot timestamp, topic string, cleanup_policy string"),
+        segments=local_frame(spark, [], SEGMENTS_DDL), recovery_point=local_frame(spark, [], offsets_ddl("recovery_point")),
+        topics=local_frame(spark, [], TOPICS_DDL),
         files_read=len(indexed), files_skipped=found.skipped,
-        extra={"wal_problems": parsed["wal_problems"], "members": found.members},
+        wal_problems=parsed["wal_problems"], members=found.members,
     )

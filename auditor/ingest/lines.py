@@ -144,3 +144,18 @@ def number_lines(df: DataFrame, fill: Sequence[str] = ()) -> DataFrame:
         F.row_number().over(in_file).cast(LongType()).alias("line_number"),
         *[F.last(c, ignorenulls=True).over(running).alias(f"{c}_ff") for c in fill],
     )
+
+
+#: What :func:`line_counts` counts per file.
+LINE_COUNTS = ("lines", "lines_parsed", "lines_skipped", "lines_quarantined")
+
+
+def line_counts(lines: DataFrame) -> DataFrame:
+    """Per ``file_id`` of rows with a ``disposition`` (``parsed``, ``skipped`` or
+    ``quarantined``): lines read, parsed, skipped and quarantined (:data:`LINE_COUNTS`)."""
+    return lines.groupBy("file_id").agg(
+        F.count(F.lit(1)).alias("lines"),
+        F.count(F.when(F.col("disposition") == "parsed", 1)).alias("lines_parsed"),
+        F.count(F.when(F.col("disposition") == "skipped", 1)).alias("lines_skipped"),
+        F.count(F.when(F.col("disposition") == "quarantined", 1)).alias("lines_quarantined"),
+    )

@@ -29,6 +29,16 @@ ERRORS_SCHEMA = StructType([
 
 REPLICA = ("snapshot", "topic", "partition", "replica")
 
+#: Spark DDL of the frames an input format may have nothing for (empty frames of these).
+SEGMENTS_DDL = ("snapshot timestamp, replica int, topic string, partition int, file string, "
+                "line_number bigint, segment_base_offset bigint, invalid_bytes bigint")
+TOPICS_DDL = "snapshot timestamp, topic string, cleanup_policy string"
+
+
+def offsets_ddl(column: str) -> str:
+    """DDL of a per-replica offset frame (``log_start_offset``, ``recovery_point``)."""
+    return f"snapshot timestamp, topic string, partition int, replica int, {column} bigint"
+
 
 @dataclass
 class Snapshot:
@@ -66,4 +76,11 @@ class Snapshot:
     files_read: int = 0
     files_parsed: int | None = None  # None: every file read was parsed (not an incremental run)
     files_skipped: Counter[str] = field(default_factory=Counter)
+    #: ``--format etcd``: where each member's WAL stops being readable (``CORRUPT_BATCH``),
+    #: and member name -> replica id.
+    wal_problems: DataFrame | None = None
+    members: dict[str, int] | None = None
+    #: an incremental run: which dump files it read from the store and which it parsed
+    #: (:class:`auditor.ingest.snapshot.Reuse`).
+    store: Any = None
     extra: dict[str, Any] = field(default_factory=dict)

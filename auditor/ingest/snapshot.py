@@ -24,7 +24,7 @@ from auditor.ingest import discovery as d
 from auditor.ingest.checkpoints import parse_checkpoints
 from auditor.ingest.describe import parse_describe
 from auditor.ingest.dumps import dedupe_batches, dedupe_segments, parse_dumps
-from auditor.ingest.lines import read_small_files, read_text_lines
+from auditor.ingest.lines import LINE_COUNTS, line_counts, read_small_files, read_text_lines
 from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, Snapshot
 from auditor.materialise import materialise, new_work_dir
 from auditor.spark import local_frame
@@ -59,7 +59,7 @@ def load_snapshot(
             removed when the process exits).
         store: ``(OUT, cluster)`` of an incremental audit (``--format kafka``): dump files
             whose fingerprint the store knows are read from it, not parsed
-            (:mod:`auditor.sinks.store`); what the run parsed is in ``extra["store"]``.
+            (:mod:`auditor.sinks.store`); what the run parsed is in ``store``.
 
     Raises:
         InputError: ``path`` is missing, unreadable, or has no input of the format.
@@ -170,37 +170,13 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
         format="kafka", root=found.root, snapshots=found.snapshots, work_dir=work_dir,
         files_read=len(found.files), files_skipped=found.skipped, **parsed, **per_replica,
         files_parsed=len(found.files) - (len(reuse.reused) if reuse is not None else 0),
-        extra={"store": reuse} if reuse is not None else {},
+        store=reuse,
     )
 
 
-LINE_COUNTS = ("lines", "lines_parsed", "lines_skipped", "lines_quarantined")
-
-
-def line_counts(lines: DataFrame) -> DataFrame:
-    """Per ``file_id``: lines read, parsed, skipped and quarantined (:data:`LINE_COUNTS`)."""
-    return lines.groupBy("file_id").agg(
-        F.count(F.lit(1)).alias("lines"),
-        F.count(F.when(F.col("disposition") == "parsed", 1)).alias("lines_parsed"),
-        F.count(F.when(F.col("disposition") == "skipped", 1)).alias("lines_skipped"),
-        F.count(F.when(F.col("disposition") == "quarantined", 1)).alias("lines_quarantined"),
-    )
 STORED_BATCH = ("line_number", "segment_base_offset", "base_offset", "last_offset", "epoch", "crc",
                 "record_count", "is_valid", "is_control", "is_transactional", "magic", "origin")
 STORED_SEGMENT = ("line_number", "segment_base_offset", "invalid_bytes")
-STORE_SCHEMAS = {
-    "store_batches": "fp string, writer string, topic string, partition int, line_number bigint, "
-                     "segment_base_offset bigint, base_offset bigint, last_offset bigint, epoch int, crc bigint, "
-                     "record_count bigint, is_valid boolean, is_control boolean, is_transactional boolean, "
-                     "magic int, origin string",
-    "store_segments": "fp string, writer string, topic string, partition int, line_number bigint, "
-                      "segment_base_offset bigint, invalid_bytes bigint",
-    "store_accounting": "fp string, writer string, lines bigint, lines_parsed bigint, lines_skipped bigint, "
-                        "lines_quarantined bigint",
-    "store_errors": "fp string, writer string, line_number bigint, byte_offset bigint, line string, error string",
-}
-
-
 class Reuse:
     """Which dump files an incremental run reads from the store and which it parses."""
 
@@ -230,12 +206,9 @@ class Reuse:
     def rows(self, table: str) -> DataFrame:
         """``table``'s stored rows of the reused files, with their file's id, path, snapshot
         and broker in this run."""
-        from pyspark.sql.types import _parse_datatype_string
-
         from auditor.sinks import store as st
 
-        schema = _parse_datatype_string(STORE_SCHEMAS[table])
-        return st.read_rows(self.spark, self.out, table, schema, self.cluster, self.wanted)
+        return st.read_rows(self.spark, self.out, table, self.cluster, self.wanted)
 
     def new_rows(self, dumps: object) -> dict[str, DataFrame]:
         """What this run parsed, per file, shaped as the store keeps it (``store_*`` frames)."""

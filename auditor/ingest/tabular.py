@@ -27,8 +27,8 @@ from pyspark.sql.types import (
 
 from auditor.errors import InputError
 from auditor.ingest.discovery import parse_snapshot_label
-from auditor.ingest.lines import number_lines, read_text_lines
-from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, Snapshot
+from auditor.ingest.lines import LINE_COUNTS, line_counts, number_lines, read_text_lines
+from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, SEGMENTS_DDL, TOPICS_DDL, Snapshot, offsets_ddl
 from auditor.materialise import materialise
 from auditor.spark import local_frame
 
@@ -180,13 +180,9 @@ def load_tables(spark: SparkSession, path: str, snapshot: str | None,
         tables[name] = rows.filter(F.col("error").isNull())
 
     lines = reduce(DataFrame.unionByName, dispositions).join(F.broadcast(rel_df), "file_id")
-    accounting = lines.groupBy("file_id", "rel").agg(
-        F.count(F.lit(1)).alias("lines"),
-        F.count(F.when(F.col("disposition") == "parsed", 1)).alias("lines_parsed"),
-        F.count(F.when(F.col("disposition") == "skipped", 1)).alias("lines_skipped"),
-        F.count(F.when(F.col("disposition") == "quarantined", 1)).alias("lines_quarantined"),
-    ).select("file_id", "rel", F.lit("table").alias("kind"), F.lit(None).cast("int").alias("broker"),
-             F.lit(0).cast("bigint").alias("size"), "lines", "lines_parsed", "lines_skipped", "lines_quarantined")
+    accounting = line_counts(lines).join(F.broadcast(rel_df), "file_id").select(
+        "file_id", "rel", F.lit("table").alias("kind"), F.lit(None).cast("int").alias("broker"),
+        F.lit(0).cast("bigint").alias("size"), *LINE_COUNTS)
     parse_errors = lines.filter(F.col("disposition") == "quarantined").select(
         F.lit(label).cast(T).alias("snapshot"), F.lit(None).cast("int").alias("broker"),
         F.col("rel").alias("file"), "line_number", F.lit(None).cast("bigint").alias("byte_offset"),
@@ -231,9 +227,6 @@ def load_tables(spark: SparkSession, path: str, snapshot: str | None,
         *REPLICA, F.lit(None).cast("string").alias("log_dir"), F.lit(True).alias("has_dump"),
         F.lit(has_cache).alias("has_epoch_file"),
         F.coalesce(F.col("_c"), F.lit(False)).alias("epoch_file_usable"))
-    empty_segments = local_frame(spark, [], "snapshot timestamp, replica int, topic string, partition int, "
-                                              "file string, line_number bigint, segment_base_offset bigint, invalid_bytes bigint")
-    empty_offsets = local_frame(spark, [], "snapshot timestamp, topic string, partition int, replica int, log_start_offset bigint")
     snapshots = sorted({r.snapshot for r in batches.select("snapshot").distinct().collect()})
     parsed = materialise({
         "batches": batches, "epoch_cache": epoch_cache, "hwm": hwm, "metadata": metadata,
@@ -242,9 +235,9 @@ def load_tables(spark: SparkSession, path: str, snapshot: str | None,
     }, work_dir, "snapshot")
     return Snapshot(
         format="table", root=str(root), snapshots=snapshots or [label], work_dir=work_dir,
-        segments=empty_segments, log_start=empty_offsets,
-        recovery_point=empty_offsets.withColumnRenamed("log_start_offset", "recovery_point"),
-        topics=local_frame(spark, [], "snapshot timestamp, topic string, cleanup_policy string"),
+        segments=local_frame(spark, [], SEGMENTS_DDL), log_start=local_frame(spark, [], offsets_ddl("log_start_offset")),
+        recovery_point=local_frame(spark, [], offsets_ddl("recovery_point")),
+        topics=local_frame(spark, [], TOPICS_DDL),
         files_read=len(file_list), files_skipped=Counter(), **parsed,
     )
 

@@ -26,20 +26,33 @@ Tables (Delta, partitioned by ``cluster``; a row carries the ``fp`` of its file 
 from __future__ import annotations
 
 import hashlib
-import logging
+import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePath
+from pathlib import PurePath
 from typing import Any
 
 import pyarrow as pa
 
-logger = logging.getLogger(__name__)
 
 EDGE = 1024
 STORE_DIR = os.path.join("_auditor", "store")
 DATA_TABLES = ("store_batches", "store_segments", "store_accounting", "store_errors")
+
+#: Spark DDL of each data table's columns in its Parquet files (``cluster`` is in the folder names).
+SCHEMAS = {
+    "store_batches": "fp string, writer string, topic string, partition int, line_number bigint, "
+                     "segment_base_offset bigint, base_offset bigint, last_offset bigint, epoch int, crc bigint, "
+                     "record_count bigint, is_valid boolean, is_control boolean, is_transactional boolean, "
+                     "magic int, origin string",
+    "store_segments": "fp string, writer string, topic string, partition int, line_number bigint, "
+                      "segment_base_offset bigint, invalid_bytes bigint",
+    "store_accounting": "fp string, writer string, lines bigint, lines_parsed bigint, lines_skipped bigint, "
+                        "lines_quarantined bigint",
+    "store_errors": "fp string, writer string, line_number bigint, byte_offset bigint, line string, error string",
+}
+
 
 FILES_SCHEMA = pa.schema([
     ("cluster", pa.string()), ("fp", pa.string()), ("writer", pa.string()), ("run_id", pa.string()),
@@ -102,7 +115,7 @@ def known(out: str, cluster: str) -> dict[str, str]:
     return writers
 
 
-def read_rows(spark: Any, out: str, table: str, schema: Any, cluster: str, wanted: Any) -> Any:
+def read_rows(spark: Any, out: str, table: str, cluster: str, wanted: Any) -> Any:
     """The rows of ``table`` for the fingerprints in ``wanted`` (a DataFrame with ``fp``,
     ``writer`` and whatever the caller wants attached), read by Spark from the table's
     current Parquet files."""
@@ -111,10 +124,10 @@ def read_rows(spark: Any, out: str, table: str, schema: Any, cluster: str, wante
 
     from auditor.spark import local_frame
 
+    schema = SCHEMAS[table]
     path = store_path(out, table)
-    if not os.path.isdir(os.path.join(path, "_delta_log")):
-        return local_frame(spark, [], schema).join(wanted, ["fp", "writer"])
-    uris = DeltaTable(path).file_uris([("cluster", "=", cluster)])
+    uris = (DeltaTable(path).file_uris([("cluster", "=", cluster)])
+            if os.path.isdir(os.path.join(path, "_delta_log")) else [])
     if not uris:
         return local_frame(spark, [], schema).join(wanted, ["fp", "writer"])
     # The partition column lives in the folder names, not in the files.
@@ -122,23 +135,42 @@ def read_rows(spark: Any, out: str, table: str, schema: Any, cluster: str, wante
     return rows.join(F.broadcast(wanted), ["fp", "writer"])
 
 
+def _stamped(rows: pa.Table | pa.RecordBatchReader, run_id: str, cluster: str) -> pa.RecordBatchReader | None:
+    """``rows`` with the ``writer`` and ``cluster`` columns, batch by batch; None when empty."""
+    reader = rows if isinstance(rows, pa.RecordBatchReader) else rows.to_reader()
+    schema = reader.schema.append(pa.field("writer", pa.string())).append(pa.field("cluster", pa.string()))
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for batch in reader:
+            n = batch.num_rows
+            yield pa.RecordBatch.from_arrays(
+                [*batch.columns, pa.array([run_id] * n, pa.string()), pa.array([cluster] * n, pa.string())],
+                schema=schema)
+
+    stream = batches()
+    first = next(stream, None)
+    if first is None:
+        return None
+    return pa.RecordBatchReader.from_batches(schema, itertools.chain([first], stream))
+
+
 def save(out: str, cluster: str, run_id: str, new: Sequence[Fingerprint], used: Sequence[str],
-         writers: dict[str, str], frames: dict[str, pa.Table | None]) -> None:
+         writers: dict[str, str], frames: dict[str, pa.Table | pa.RecordBatchReader | None]) -> None:
     """Add the rows of the files this run parsed (``new``), then one ``store_files`` row per
     fingerprint this run used (``used``; ``writers`` says who wrote each one's rows).
 
     ``frames``: ``store_batches`` etc., each with ``fp`` and the table's columns (the
-    ``cluster`` and ``writer`` columns are added here). Called under OUT's lock.
+    ``cluster`` and ``writer`` columns are added here), as a table or streamed batch by
+    batch (the first run of a cluster stores every batch it parsed: the driver never holds
+    them all at once). Called under OUT's lock.
     """
     from deltalake import write_deltalake
 
     for table in DATA_TABLES:
         rows = frames.get(table)
-        if rows is None or rows.num_rows == 0:
-            continue
-        rows = rows.append_column("writer", pa.array([run_id] * rows.num_rows, pa.string()))
-        rows = rows.append_column("cluster", pa.array([cluster] * rows.num_rows, pa.string()))
-        write_deltalake(store_path(out, table), rows, mode="append", partition_by=["cluster"])
+        stamped = None if rows is None else _stamped(rows, run_id, cluster)
+        if stamped is not None:
+            write_deltalake(store_path(out, table), stamped, mode="append", partition_by=["cluster"])
     by_fp = {f.fp: f for f in new}
     files = pa.table({
         "cluster": [cluster] * len(used), "fp": list(used), "writer": [writers[fp] for fp in used],
@@ -149,15 +181,3 @@ def save(out: str, cluster: str, run_id: str, new: Sequence[Fingerprint], used: 
         "mtime_ns": [by_fp[fp].mtime_ns if fp in by_fp else None for fp in used],
     }, schema=FILES_SCHEMA)
     write_deltalake(store_path(out, "store_files"), files, mode="append", partition_by=["cluster"])
-
-
-def size_on_disk(out: str) -> int:
-    """Bytes under the store (README: how large it grows)."""
-    total = 0
-    for dirpath, _, names in os.walk(os.path.join(out, STORE_DIR)):
-        total += sum(os.path.getsize(os.path.join(dirpath, n)) for n in names)
-    return total
-
-
-def exists(out: str) -> bool:
-    return Path(out, STORE_DIR).is_dir()
