@@ -113,14 +113,7 @@ def discover(root: str | os.PathLike[str], default_snapshot: datetime,
             holding both ``snapshot=`` and ``broker=`` folders.
     """
     base = Path(root)
-    if not base.exists():
-        raise InputError(f"input {base} does not exist")
-    if not base.is_dir():
-        raise InputError(f"input {base} is not a directory")
-    try:
-        entries = sorted(os.scandir(base), key=lambda e: e.name)
-    except OSError as exc:
-        raise InputError(f"input {base} cannot be read: {exc.strerror or exc}") from exc
+    entries = root_entries(base)
     snap_dirs = [e for e in entries if e.is_dir() and SNAPSHOT_DIR.match(e.name)]
     broker_dirs = [e for e in entries if e.is_dir() and BROKER_DIR.match(e.name)]
     roots = snapshot_roots(base, entries, BROKER_DIR, "broker=", snapshot_label, default_snapshot)
@@ -134,6 +127,22 @@ def discover(root: str | os.PathLike[str], default_snapshot: datetime,
         if not _has_broker_dir(base, snap_dirs, broker_dirs):
             raise InputError(f"input {base} holds no broker=N folder")
     return result
+
+
+def root_entries(base: Path) -> list[os.DirEntry[str]]:
+    """The entries of the input folder ``base``, sorted by name.
+
+    Raises:
+        InputError: ``base`` is missing, not a directory or unreadable.
+    """
+    if not base.exists():
+        raise InputError(f"input {base} does not exist")
+    if not base.is_dir():
+        raise InputError(f"input {base} is not a directory")
+    try:
+        return sorted(os.scandir(base), key=lambda e: e.name)
+    except OSError as exc:
+        raise InputError(f"input {base} cannot be read: {exc.strerror or exc}") from exc
 
 
 def snapshot_roots(base: Path, entries: list[os.DirEntry[str]], child: re.Pattern[str], child_name: str,

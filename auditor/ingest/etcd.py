@@ -40,7 +40,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from auditor.errors import InputError
-from auditor.ingest.discovery import InputFile, snapshot_roots
+from auditor.ingest.discovery import InputFile, root_entries, snapshot_roots
 from auditor.ingest.etcd_wal import read_wal_records
 from auditor.ingest.lines import LINE_COUNTS, line_counts
 from auditor.ingest.model import ERRORS_SCHEMA, SEGMENTS_DDL, TOPICS_DDL, Snapshot, offsets_ddl
@@ -85,13 +85,7 @@ def discover_etcd(root: str, default_snapshot: datetime, snapshot_label: str | N
         UsageError: conflicting or bad snapshot labels.
     """
     base = Path(root)
-    if not base.is_dir():
-        raise InputError(f"input {base} does not exist or is not a directory")
-    try:
-        entries = sorted(os.scandir(base), key=lambda e: e.name)
-    except OSError as exc:
-        raise InputError(f"input {base} cannot be read: {exc.strerror or exc}") from exc
-    labelled = snapshot_roots(base, entries, MEMBER_DIR, "member=", snapshot_label, default_snapshot)
+    labelled = snapshot_roots(base, root_entries(base), MEMBER_DIR, "member=", snapshot_label, default_snapshot)
     folders: list[tuple[datetime, str, Path]] = []
     for instant, folder in labelled:
         try:
