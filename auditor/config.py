@@ -49,6 +49,7 @@ class Config:
     allowlist: tuple[AllowRule, ...] = ()
     compacted_topics: tuple[str, ...] = ()
     incremental: bool = False  # [run] incremental: reuse what earlier runs parsed (--format kafka)
+    store_keep_runs: int = 24  # [run] store_keep_runs: the store forgets files the cluster's last N runs did not use
 
     @property
     def effective_protocol(self) -> str:
@@ -82,6 +83,8 @@ class Config:
         for rule in self.allowlist:
             if rule.check not in CHECKS:
                 raise ConfigError(f"[[allowlist]] names unknown check {rule.check!r}")
+        if self.store_keep_runs < 1:
+            raise ConfigError(f"[run] store_keep_runs must be at least 1, got {self.store_keep_runs}")
 
 
 def validate_run_id(run_id: str) -> str:
@@ -99,7 +102,7 @@ _SECTIONS: dict[str, set[str]] = {
     "severity": set(),  # keys are check names, validated separately
     "allowlist": set(),
     "compaction": {"topics"},
-    "run": {"incremental"},
+    "run": {"incremental", "store_keep_runs"},
 }
 
 
@@ -154,6 +157,7 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> Config:
         allowlist=tuple(_allow_rule(r, source) for r in rules),
         compacted_topics=tuple(_str_list(compaction, "topics", source)),
         incremental=_bool(run, "incremental", False, source),
+        store_keep_runs=_int(run, "store_keep_runs", 24, source),
     )
     cfg.validate()
     return cfg
@@ -176,6 +180,13 @@ def _bool(table: dict[str, Any], key: str, default: bool, source: str) -> bool:
     value = table.get(key, default)
     if not isinstance(value, bool):
         raise ConfigError(f"{source}: {key} must be true or false, got {type(value).__name__}")
+    return value
+
+
+def _int(table: dict[str, Any], key: str, default: int, source: str) -> int:
+    value = table.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ConfigError(f"{source}: {key} must be an integer, got {type(value).__name__}")
     return value
 
 

@@ -124,7 +124,7 @@ def run_audit(
             out, writer, identity,
             [(name, arrow[name] if writer.name == "deltalake" else stored[name]) for name in tables],
             lambda: identity.row("SUCCEEDED", counts), before_runs_row=still_consistent, progress=progress,
-            after=(lambda: _save_store(out, config.cluster, run_id, snap, progress)) if snap.store is not None else None)
+            after=(lambda: _save_store(out, config, run_id, snap, progress)) if snap.store is not None else None)
         by_check, failing = after[0]
     except Exception as exc:  # AuditorError included: record the failure (the writes are undone), re-raise
         _record_failure(writer, out, identity, exc)
@@ -237,16 +237,22 @@ def _counts(snap: Snapshot, tables: dict[str, pa.Table], by_check: list[tuple[st
     }
 
 
-def _save_store(out: str, cluster: str, run_id: str, snap: Snapshot, progress: Progress) -> None:
-    """Add what this incremental run parsed to OUT's store (under OUT's lock, after the run
-    landed: :func:`auditor.sinks.commit.land`)."""
+def _save_store(out: str, config: Config, run_id: str, snap: Snapshot, progress: Progress) -> None:
+    """Add what this incremental run parsed to OUT's store, then prune it (under OUT's lock,
+    after the run landed: :func:`auditor.sinks.commit.land`)."""
     from auditor.sinks import store
 
     reuse = snap.store
     progress(f"updating the incremental store ({len(reuse.new)} files parsed, {len(reuse.reused)} reused)")
     frames = {name: stream_frame_arrow(snap.work_dir, "snapshot", name) for name in store.DATA_TABLES}
     writers = {**reuse.writers, **{f.fp: run_id for f in reuse.new}}
-    store.save(out, cluster, run_id, reuse.new, reuse.used, writers, frames)
+    store.save(out, config.cluster, run_id, reuse.new, reuse.used, writers, frames)
+    pruned = store.prune(out, config.cluster, config.store_keep_runs)
+    if pruned.fingerprints_forgotten or pruned.files_vacuumed or pruned.compacted:
+        progress(f"pruned the store: {pruned.fingerprints_forgotten} files no run of the last "
+                 f"{config.store_keep_runs} used, {sum(pruned.rows_deleted.values())} rows deleted, "
+                 f"{pruned.files_vacuumed} old files vacuumed"
+                 + (f", {', '.join(pruned.compacted)} compacted" if pruned.compacted else ""))
 
 
 def _finding_summary(findings: pa.Table | DataFrame, fail_on: str) -> tuple[list[tuple[str, str, int, int]], int]:

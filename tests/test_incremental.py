@@ -1,30 +1,29 @@
-"""Incremental audits (auditor.sinks.store): four consecutive snapshots of one simulated
+"""Incremental audits (auditor.sinks.store): five consecutive snapshots of one simulated
 cluster (``simulate --continue-from``), one with a follower's active segment truncated
-after an unclean election, one with a rolled segment rewritten by compaction and one after
-it. Parsed
-incrementally, each gives exactly the parsed input of a full parse (the audit is a function
-of it), while parsing only the files that changed; orphan rows of a killed run and another
-cluster's rows are never used."""
+after an unclean election, one with a rolled segment rewritten by compaction, audited
+incrementally into one OUT, give the tables of five full audits, while parsing only the
+files that changed; orphan rows of a killed run and another cluster's rows are never used,
+and the store is pruned."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from auditor import load_snapshot
 from auditor.config import Config
-from auditor.materialise import read_frame_arrow
 from auditor.run import run_audit
 from auditor.simulator import continue_simulation, simulate
 from auditor.sinks import store
 
 pytestmark = pytest.mark.spark
-FRAMES = ("batches", "segments", "accounting", "parse_errors")
+COMPARED = ("findings", "replica_status", "partition_status", "parse_errors")
+RUN_TIME = {"audit_time", "day", "first_seen"}  # when a run ran: the only columns allowed to differ
 
 
 def _compact(snapshot: Path) -> Path:
@@ -44,7 +43,7 @@ def history(tmp_path_factory):  # type: ignore[no-untyped-def]
     base = tmp_path_factory.mktemp("incremental")
     snaps = [base / "s0"]
     simulate(snaps[0], seed=3, topics=2, partitions=2, batches=120, segment_batches=20, faults="none")
-    for k, (steps, faults) in enumerate([(40, "unclean-election"), (20, "none"), (30, "none")], 1):
+    for k, (steps, faults) in enumerate([(40, "unclean-election"), (20, "none"), (30, "none"), (10, "none")], 1):
         snaps.append(base / f"s{k}")
         summary = continue_simulation(snaps[k - 1], snaps[k], steps, faults)
         if k == 1:
@@ -54,61 +53,62 @@ def history(tmp_path_factory):  # type: ignore[no-untyped-def]
     return base, snaps
 
 
-def _parsed(snap, strip: bool) -> Any:  # type: ignore[no-untyped-def]
-    """Every row of the parsed frames as JSON text, sorted (a row twice counts twice), in one
-    Spark job (file ids aside); with ``strip``, by snapshot= folder, each path without it."""
-    from functools import reduce
-
-    from pyspark.sql import functions as F
-
-    parts = []
-    for name in FRAMES:
-        df = getattr(snap, name)
-        cols = [c for c in df.columns if c != "file_id"]
-        parts.append(df.select(F.concat(F.lit(name + " "), F.to_json(F.struct(*cols))).alias("row")))
-    rows = [r.row for r in reduce(lambda a, b: a.unionByName(b), parts).collect()]
-    if not strip:
-        return sorted(rows)
-    out: dict[str, list[str]] = {}
-    for row in rows:  # "file":"snapshot=L/broker=1/..." -> "file":"broker=1/..." under L
-        key = next(k for k in ('"file":"snapshot=', '"rel":"snapshot=') if k in row)
-        head, rest = row.split(key, 1)
-        label, tail = rest.split("/", 1)
-        out.setdefault(label, []).append(f"{head}{key[:-len('snapshot=')]}{tail}")
-    return {label: sorted(got) for label, got in out.items()}
+def _rows(out: Path, table: str, run_id: str) -> list[str]:
+    """The run's rows of ``table``, run times aside, as sorted JSON (a row twice counts twice)."""
+    rows = DeltaTable(str(out / table)).to_pyarrow_table(filters=[("run_id", "=", run_id)]).to_pylist()
+    return sorted(json.dumps({k: v for k, v in r.items() if k not in RUN_TIME}, default=str, sort_keys=True)
+                  for r in rows)
 
 
-def test_incremental_parses_equal_full_parses(spark, history) -> None:  # type: ignore[no-untyped-def]
-    base, snaps = history
-    # The full parse: all the snapshots as one input of snapshot= folders.
-    together = base / "together"
-    labels = [f"2026-02-01T0{k}:00:00+00:00" for k in range(len(snaps))]
-    for label, snap in zip(labels, snaps):
-        (together / f"snapshot={label}").mkdir(parents=True)
-        for child in snap.iterdir():
-            (together / f"snapshot={label}" / child.name).symlink_to(child)
-    full = load_snapshot(spark, str(together))
-    expected = _parsed(full, strip=True)
-    out = base / "out"
+def _counts(out: Path, run_id: str) -> dict:  # type: ignore[type-arg]
+    row = DeltaTable(str(out / "runs")).to_pyarrow_table(filters=[("run_id", "=", run_id)]).to_pylist()[0]
+    return json.loads(row["counts"])
+
+
+def _tamper(out: Path) -> int:
+    """Rows a killed run wrote without its store_files rows: every stored batch again, with
+    another CRC. Read by mistake, they would make every replica diverge."""
+    path = store.store_path(str(out), "store_batches")
+    rows = DeltaTable(path).to_pyarrow_table()
+    rows = rows.set_column(rows.column_names.index("writer"), "writer", pa.array(["killed"] * rows.num_rows))
+    rows = rows.set_column(rows.column_names.index("crc"), "crc", pc.add(rows.column("crc"), 1))
+    write_deltalake(path, rows, mode="append", partition_by=["cluster"])
+    return rows.num_rows
+
+
+def test_five_incremental_audits_equal_five_full_audits(spark, history, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _, snaps = history
+    full_out, inc_out = tmp_path / "full", tmp_path / "incremental"
     parsed = []
     for k, snap in enumerate(snaps):
-        inc = load_snapshot(spark, str(snap), snapshot=labels[k], store=(str(out), "prod"))
-        assert _parsed(inc, strip=False) == expected[labels[k]], k
-        reuse = inc.store
-        store.save(str(out), "prod", f"r{k}", reuse.new, reuse.used,
-                   {**reuse.writers, **{f.fp: f"r{k}" for f in reuse.new}},
-                   {t: read_frame_arrow(inc.work_dir, "snapshot", t) for t in store.DATA_TABLES})
-        parsed.append((inc.files_parsed, inc.files_read, len(reuse.new)))
-        if k == 0:  # rows a killed run wrote without its store_files rows: never to be read
-            orphans = DeltaTable(store.store_path(str(out), "store_accounting")).to_pyarrow_table()
-            orphans = orphans.set_column(orphans.column_names.index("writer"), "writer",
-                                         pa.array(["killed"] * orphans.num_rows))
-            write_deltalake(store.store_path(str(out), "store_accounting"), orphans, mode="append",
-                            partition_by=["cluster"])
+        label, run = f"2026-02-01T0{k}:00:00Z", f"r{k}"
+        run_audit(spark, str(snap), str(full_out), Config(cluster="prod"), run_id=run, snapshot_label=label)
+        run_audit(spark, str(snap), str(inc_out), Config(cluster="prod", incremental=True), run_id=run,
+                  snapshot_label=label)
+        for table in COMPARED:
+            assert _rows(inc_out, table, run) == _rows(full_out, table, run), (k, table)
+        full, inc = _counts(full_out, run), _counts(inc_out, run)
+        assert {**inc, "files_parsed": None} == {**full, "files_parsed": None}, k
+        parsed.append((inc["files_parsed"], inc["files"]))
+        if k == 0:
+            assert _tamper(inc_out) > 0
+        if k == 1:  # pruned after run 1 saved: nothing names the killed run
+            left = DeltaTable(store.store_path(str(inc_out), "store_batches")).to_pyarrow_table(
+                filters=[("writer", "=", "killed")])
+            assert left.num_rows == 0
+    files = DeltaTable(store.store_path(str(inc_out), "store_files")).to_pyarrow_table().to_pylist()
+    assert {r["run_id"] for r in files} == {f"r{k}" for k in range(len(snaps))}
+    assert {r["cluster"] for r in files} == {"prod"} and all(r["saved_at"] is not None for r in files)
+    # what the last run parsed went in, batch by batch, under its own name
+    written = DeltaTable(store.store_path(str(inc_out), "store_batches")).to_pyarrow_table(
+        filters=[("writer", "=", "r4")])
+    new_fps = {r["fp"] for r in files if r["run_id"] == "r4" and r["writer"] == "r4"}
+    assert written.num_rows > 0 and set(written.column("fp").to_pylist()) <= new_fps
+    assert _rows(full_out, "findings", "r1"), "the unclean election is found"
     # the first run parses everything; later ones only what changed (active segments,
     # checkpoints, new segments, the compacted and the truncated files)
     assert parsed[0][0] == parsed[0][1]
-    assert all(p < r / 2 for p, r, _ in parsed[1:]), parsed
+    assert all(0 < p < n / 2 for p, n in parsed[1:]), parsed
 
 
 def test_a_killed_writers_rows_and_another_clusters_are_never_used(spark, history, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -134,20 +134,46 @@ def test_a_killed_writers_rows_and_another_clusters_are_never_used(spark, histor
     assert store.fingerprint("prod", dumps[0][1].broker, dumps[0][1].rel, str(path)) != fps[0]
 
 
-def test_an_incremental_audit_counts_what_it_parsed(spark, history, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    base, snaps = history
-    out = tmp_path / "out"
-    cfg = Config(cluster="prod", incremental=True)
-    seed = load_snapshot(spark, str(snaps[2]), snapshot="2026-02-01T02:00:00Z", store=(str(out), "prod"))
-    reuse = seed.store
-    store.save(str(out), "prod", "a", reuse.new, reuse.used, {f.fp: "a" for f in reuse.new},
-               {t: read_frame_arrow(seed.work_dir, "snapshot", t) for t in store.DATA_TABLES})
-    result = run_audit(spark, str(snaps[3]), str(out), cfg, run_id="b", snapshot_label="2026-02-01T03:00:00Z")
-    assert 0 < result.counts["files_parsed"] < result.counts["files"] / 2, result.counts
-    files = DeltaTable(store.store_path(str(out), "store_files")).to_pyarrow_table().to_pylist()
-    assert {r["run_id"] for r in files} == {"a", "b"} and {r["cluster"] for r in files} == {"prod"}
-    # what run b parsed went in, batch by batch, under its own name
-    written = DeltaTable(store.store_path(str(out), "store_batches")).to_pyarrow_table(
-        filters=[("writer", "=", "b")])
-    new_fps = {r["fp"] for r in files if r["run_id"] == "b" and r["writer"] == "b"}
-    assert written.num_rows > 0 and set(written.column("fp").to_pylist()) <= new_fps
+def test_the_store_forgets_what_the_last_k_runs_did_not_use(tmp_path) -> None:
+    out = str(tmp_path)
+
+    def fp(name: str) -> store.Fingerprint:
+        return store.Fingerprint(name * 64, 1, f"data/t-0/{name}.log.txt", 10, 1)
+
+    def rows(*names: str) -> pa.Table:
+        return pa.table({"fp": [n * 64 for n in names for _ in range(3)], "base_offset": list(range(3 * len(names)))})
+
+    writers: dict[str, str] = {}
+    # (run, files it used, files it parsed): "a" is a rolled segment every run uses; "b", "c", "d"
+    # and "e" are versions of an active segment, each seen by the runs after its own for a while
+    plan = [("r0", "ab", "ab"), ("r1", "ac", "c"), ("r2", "ac", ""), ("r3", "ad", "d"), ("r4", "ae", "e")]
+    for k, (run, used, new) in enumerate(plan):
+        writers.update({n * 64: run for n in new})
+        store.save(out, "prod", run, [fp(n) for n in new], [n * 64 for n in used], writers,
+                   {"store_batches": rows(*new) if new else None},
+                   saved_at=datetime(2026, 2, 1, k, tzinfo=timezone.utc))
+        if run == "r1":  # killed while saving: its rows, no store_files row
+            store.save(out, "prod", "killed", [], [], {}, {"store_batches": rows("a", "z")})
+    # another cluster with the same files, saved long before: never pruned by prod's runs
+    store.save(out, "other", "o1", [fp("b")], ["b" * 64], {"b" * 64: "o1"}, {"store_batches": rows("b")},
+               saved_at=datetime(2020, 1, 1, tzinfo=timezone.utc))
+    assert set(store.known(out, "prod")) == {n * 64 for n in "abcde"}
+
+    pruned = store.prune(out, "prod", keep_runs=2, retention_hours=0)
+    assert (pruned.runs_forgotten, pruned.fingerprints_forgotten) == (3, 2)  # r0..r2; "b" and "c"
+    assert store.known(out, "prod") == {"a" * 64: "r0", "d" * 64: "r3", "e" * 64: "r4"}
+    batches = DeltaTable(store.store_path(out, "store_batches")).to_pyarrow_table()
+    kept = sorted((r["cluster"], r["fp"][0], r["writer"]) for r in batches.to_pylist())
+    assert kept == sorted([("prod", "a", "r0")] * 3 + [("prod", "d", "r3")] * 3 + [("prod", "e", "r4")] * 3
+                          + [("other", "b", "o1")] * 3)
+    files = DeltaTable(store.store_path(out, "store_files")).to_pyarrow_table().to_pylist()
+    assert {(r["cluster"], r["run_id"]) for r in files} == {("prod", "r3"), ("prod", "r4"), ("other", "o1")}
+    # vacuumed: the files on disk are exactly the tables' current files
+    for table in ("store_batches", "store_files"):
+        dt = DeltaTable(store.store_path(out, table))
+        on_disk = {str(p) for p in Path(store.store_path(out, table)).rglob("*.parquet")}
+        assert on_disk == {u.removeprefix("file://") for u in dt.file_uris()}, table
+    assert pruned.files_vacuumed > 0
+    # nothing else to forget: a second prune deletes nothing
+    again = store.prune(out, "prod", keep_runs=2, retention_hours=0)
+    assert (again.fingerprints_forgotten, sum(again.rows_deleted.values())) == (0, 0)

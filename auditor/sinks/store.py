@@ -21,6 +21,14 @@ Tables (Delta, partitioned by ``cluster``; a row carries the ``fp`` of its file 
   fingerprint counts only through a ``store_files`` row, and only the rows its ``writer``
   wrote count. A run killed while writing leaves rows no ``store_files`` row names, never
   read (and pruned later); two clusters never share a row (every read filters on it).
+
+**Pruning** (:func:`prune`, after every save, under the same lock): a fingerprint no run of
+the cluster's last ``keep_runs`` used (``[run] store_keep_runs``, default 24) is forgotten.
+Its ``store_files`` rows, the ``store_files`` rows of older runs, and every data row no
+remaining ``store_files`` row names (forgotten fingerprints, killed writers) are removed with
+Delta deletes; Delta's vacuum then removes the files those deletes replaced once they are
+older than :data:`VACUUM_RETENTION_HOURS` (a run that listed the store's files before the
+delete is still reading them), and a cluster's many small files are compacted now and then.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import itertools
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import PurePath
 from typing import Any
 
@@ -37,6 +46,11 @@ import pyarrow as pa
 
 
 EDGE = 1024
+#: files removed from a store table stay on disk this long (a running audit may be reading them)
+VACUUM_RETENTION_HOURS = 24
+#: a cluster's store files of one table are compacted when there are more than this many
+COMPACT_ABOVE_FILES = 64
+KEEP_RUNS = 24
 STORE_DIR = os.path.join("_auditor", "store")
 DATA_TABLES = ("store_batches", "store_segments", "store_accounting", "store_errors")
 
@@ -57,6 +71,7 @@ SCHEMAS = {
 FILES_SCHEMA = pa.schema([
     ("cluster", pa.string()), ("fp", pa.string()), ("writer", pa.string()), ("run_id", pa.string()),
     ("broker", pa.int32()), ("path", pa.string()), ("size", pa.int64()), ("mtime_ns", pa.int64()),
+    ("saved_at", pa.timestamp("us", tz="UTC")),
 ])
 
 
@@ -155,7 +170,8 @@ def _stamped(rows: pa.Table | pa.RecordBatchReader, run_id: str, cluster: str) -
 
 
 def save(out: str, cluster: str, run_id: str, new: Sequence[Fingerprint], used: Sequence[str],
-         writers: dict[str, str], frames: dict[str, pa.Table | pa.RecordBatchReader | None]) -> None:
+         writers: dict[str, str], frames: dict[str, pa.Table | pa.RecordBatchReader | None],
+         saved_at: datetime | None = None) -> None:
     """Add the rows of the files this run parsed (``new``), then one ``store_files`` row per
     fingerprint this run used (``used``; ``writers`` says who wrote each one's rows).
 
@@ -179,5 +195,84 @@ def save(out: str, cluster: str, run_id: str, new: Sequence[Fingerprint], used: 
         "path": [by_fp[fp].path if fp in by_fp else None for fp in used],
         "size": [by_fp[fp].size if fp in by_fp else None for fp in used],
         "mtime_ns": [by_fp[fp].mtime_ns if fp in by_fp else None for fp in used],
+        "saved_at": [saved_at or datetime.now(timezone.utc)] * len(used),
     }, schema=FILES_SCHEMA)
-    write_deltalake(store_path(out, "store_files"), files, mode="append", partition_by=["cluster"])
+    # (merge: a store saved before ``saved_at`` existed gains the column, null in old rows)
+    write_deltalake(store_path(out, "store_files"), files, mode="append", partition_by=["cluster"],
+                    schema_mode="merge")
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What :func:`prune` removed."""
+
+    runs_forgotten: int  # runs of the cluster older than the last ``keep_runs``
+    fingerprints_forgotten: int  # fingerprints none of the kept runs used
+    rows_deleted: dict[str, int]  # per table
+    files_vacuumed: int
+    compacted: tuple[str, ...]  # tables whose cluster partition was compacted
+
+
+def _sql(values: Sequence[str]) -> str:
+    """A SQL list of string literals (fingerprints are hex, run ids and clusters are quoted)."""
+    return ", ".join("'" + v.replace("'", "''") + "'" for v in values)
+
+
+def prune(out: str, cluster: str, keep_runs: int = KEEP_RUNS,
+          retention_hours: int = VACUUM_RETENTION_HOURS) -> Pruned:
+    """Forget what the cluster's last ``keep_runs`` runs did not use (see the module's doc).
+    Called under OUT's lock, after :func:`save`; cheap when nothing fell out of the window."""
+    from deltalake import DeltaTable
+
+    files_path = store_path(out, "store_files")
+    if not os.path.isdir(os.path.join(files_path, "_delta_log")):
+        return Pruned(0, 0, {}, 0, ())
+    in_cluster = f"cluster = '{cluster.replace(chr(39), chr(39) * 2)}'"
+    files = DeltaTable(files_path).to_pyarrow_table(columns=["fp", "writer", "run_id", "saved_at"],
+                                                    filters=[("cluster", "=", cluster)]).to_pylist()
+    # The runs in the order they saved (run ids break ties, and order rows saved before
+    # ``saved_at`` existed, which read as None, first): a total order.
+    last_saved: dict[str, float] = {}
+    for row in files:
+        at = row["saved_at"].timestamp() if row["saved_at"] is not None else float("-inf")
+        last_saved[row["run_id"]] = max(at, last_saved.get(row["run_id"], float("-inf")))
+    runs = sorted(last_saved, key=lambda r: (last_saved[r], r))
+    kept_runs = set(runs[-keep_runs:])
+    kept_rows = [row for row in files if row["run_id"] in kept_runs]
+    kept_fps = {row["fp"] for row in kept_rows}
+    forgotten = sorted({row["fp"] for row in files} - kept_fps)
+    writers = sorted({row["writer"] for row in kept_rows})
+    deleted: dict[str, int] = {}
+    if len(kept_runs) < len(runs):
+        deleted["store_files"] = _delete(files_path, f"{in_cluster} AND run_id NOT IN ({_sql(sorted(kept_runs))})")
+    # Data rows no kept store_files row names: those of forgotten fingerprints, and those of
+    # writers no kept row names (killed runs; runs whose every file was forgotten).
+    gone = f"writer NOT IN ({_sql(writers)})" if writers else "TRUE"
+    if forgotten:
+        gone += f" OR fp IN ({_sql(forgotten)})"
+    compacted = []
+    vacuumed = 0
+    for table in DATA_TABLES:
+        path = store_path(out, table)
+        if not os.path.isdir(os.path.join(path, "_delta_log")):
+            continue
+        deleted[table] = _delete(path, f"{in_cluster} AND ({gone})")
+    for table in (*DATA_TABLES, "store_files"):
+        path = store_path(out, table)
+        if not os.path.isdir(os.path.join(path, "_delta_log")):
+            continue
+        dt = DeltaTable(path)
+        if len(dt.file_uris([("cluster", "=", cluster)])) > COMPACT_ABOVE_FILES:
+            dt.optimize.compact(partition_filters=[("cluster", "=", cluster)])
+            compacted.append(table)
+        vacuumed += len(DeltaTable(path).vacuum(retention_hours=retention_hours, dry_run=False,
+                                                enforce_retention_duration=False))
+    return Pruned(len(runs) - len(kept_runs), len(forgotten), deleted, vacuumed, tuple(compacted))
+
+
+def _delete(path: str, predicate: str) -> int:
+    """Delete the rows matching ``predicate`` (a Delta delete: files holding none are untouched)."""
+    from deltalake import DeltaTable
+
+    metrics = DeltaTable(path).delete(predicate)
+    return int(metrics.get("num_deleted_rows", 0) or 0)
