@@ -17,6 +17,7 @@ def test_shipped_default_config_loads() -> None:
     assert cfg.cluster == "default" and cfg.format == "kafka" and cfg.fail_on == "critical"
     assert cfg.effective_protocol == "epoch"
     assert cfg.spark_conf["spark.sql.shuffle.partitions"] == "8"
+    assert not cfg.incremental and cfg.store_keep_runs == 24
 
 
 def test_full_config_round_trip() -> None:
@@ -25,11 +26,13 @@ def test_full_config_round_trip() -> None:
         "severity": {"OFFSET_GAP": "INFO"},
         "allowlist": [{"check": "FOLLOWER_LAG", "topic": "orders", "partition": 0, "replica": 3}],
         "compaction": {"topics": ["audit-log"]},
+        "run": {"incremental": True, "store_keep_runs": 48},
     })
     assert cfg.effective_protocol == "raft"
     assert cfg.severity == {"OFFSET_GAP": "INFO"}
     assert cfg.allowlist == (AllowRule("FOLLOWER_LAG", "orders", 0, 3),)
     assert cfg.compacted_topics == ("audit-log",)
+    assert cfg.incremental and cfg.store_keep_runs == 48
 
 
 @pytest.mark.parametrize("data, message", [
@@ -44,6 +47,8 @@ def test_full_config_round_trip() -> None:
     ({"allowlist": [{"check": "FOLLOWER_LAG", "partition": "0"}]}, "integer"),
     ({"allowlist": [{"check": "FOLLOWER_LAG", "broker": 1}]}, "unknown key"),
     ({"compaction": {"topics": "orders"}}, "array of strings"),
+    ({"run": {"store_keep_runs": 0}}, "at least 1"),
+    ({"run": {"store_keep_runs": "24"}}, "must be an integer"),
 ])
 def test_bad_config_is_rejected(data: dict, message: str) -> None:  # type: ignore[type-arg]
     with pytest.raises(ConfigError, match=message):
