@@ -174,6 +174,16 @@ def test_the_store_forgets_what_the_last_k_runs_did_not_use(tmp_path) -> None:
         on_disk = {str(p) for p in Path(store.store_path(out, table)).rglob("*.parquet")}
         assert on_disk == {u.removeprefix("file://") for u in dt.file_uris()}, table
     assert pruned.files_vacuumed > 0
+    # a run that read "c" (and "a") from the store before that prune saves after it: it names
+    # "a" again, never "c", whose rows are gone (the next run parses "c" anew)
+    store.save(out, "prod", "r5", [], ["a" * 64, "c" * 64], {"a" * 64: "r0", "c" * 64: "r1"}, {},
+               saved_at=datetime(2026, 2, 1, 5, tzinfo=timezone.utc))
+    assert store.known(out, "prod") == {"a" * 64: "r0", "d" * 64: "r3", "e" * 64: "r4"}
     # nothing else to forget: a second prune deletes nothing
-    again = store.prune(out, "prod", keep_runs=2, retention_hours=0)
-    assert (again.fingerprints_forgotten, sum(again.rows_deleted.values())) == (0, 0)
+    def versions() -> list[int]:
+        return [DeltaTable(store.store_path(out, t)).version() for t in ("store_batches", "store_files")]
+
+    before = versions()
+    again = store.prune(out, "prod", keep_runs=3, retention_hours=0)
+    assert (again.fingerprints_forgotten, sum(again.rows_deleted.values()), again.files_vacuumed) == (0, 0, 0)
+    assert versions() == before  # and no commit: the tables' logs do not grow by idle prunes

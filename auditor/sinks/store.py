@@ -113,19 +113,24 @@ def store_path(out: str, table: str) -> str:
     return os.path.join(out, STORE_DIR, table)
 
 
-def known(out: str, cluster: str) -> dict[str, str]:
-    """``fp -> writer`` of every fingerprint of ``cluster`` the store can give rows for."""
+def stored_pairs(out: str, cluster: str) -> set[tuple[str, str]]:
+    """``(fp, writer)`` of every ``store_files`` row of ``cluster``: the rows that count."""
     path = store_path(out, "store_files")
     if not os.path.isdir(os.path.join(path, "_delta_log")):
-        return {}
+        return set()
     from deltalake import DeltaTable
 
     rows = DeltaTable(path).to_pyarrow_table(columns=["cluster", "fp", "writer"],
                                              filters=[("cluster", "=", cluster)])
+    return set(zip(rows.column("fp").to_pylist(), rows.column("writer").to_pylist()))
+
+
+def known(out: str, cluster: str) -> dict[str, str]:
+    """``fp -> writer`` of every fingerprint of ``cluster`` the store can give rows for."""
     # The rows of one fingerprint name the run that parsed it; two runs that parsed the same
     # new file before either saved wrote equal rows: the smaller run id is taken, always.
     writers: dict[str, str] = {}
-    for fp, writer in zip(rows.column("fp").to_pylist(), rows.column("writer").to_pylist()):
+    for fp, writer in stored_pairs(out, cluster):
         writers[fp] = min(writer, writers.get(fp, writer))
     return writers
 
@@ -182,6 +187,10 @@ def save(out: str, cluster: str, run_id: str, new: Sequence[Fingerprint], used: 
     """
     from deltalake import write_deltalake
 
+    # A reused file whose rows a concurrent run's pruning removed since this run read them
+    # must not be named again: the next run parses it anew.
+    still = stored_pairs(out, cluster)
+    used = [fp for fp in used if writers[fp] == run_id or (fp, writers[fp]) in still]
     for table in DATA_TABLES:
         rows = frames.get(table)
         stamped = None if rows is None else _stamped(rows, run_id, cluster)
@@ -265,9 +274,21 @@ def prune(out: str, cluster: str, keep_runs: int = KEEP_RUNS,
         if len(dt.file_uris([("cluster", "=", cluster)])) > COMPACT_ABOVE_FILES:
             dt.optimize.compact(partition_filters=[("cluster", "=", cluster)])
             compacted.append(table)
-        vacuumed += len(DeltaTable(path).vacuum(retention_hours=retention_hours, dry_run=False,
-                                                enforce_retention_duration=False))
+        vacuumed += _vacuum(path, retention_hours)
     return Pruned(len(runs) - len(kept_runs), len(forgotten), deleted, vacuumed, tuple(compacted))
+
+
+def _vacuum(path: str, retention_hours: int) -> int:
+    """Vacuum the table when it has removed files older than the retention still on disk
+    (a vacuum is two commits: none when there is nothing to remove). Returns their number."""
+    from deltalake import DeltaTable
+
+    dt = DeltaTable(path)
+    old = dt.vacuum(retention_hours=retention_hours, dry_run=True, enforce_retention_duration=False)
+    present = [f for f in old if os.path.exists(os.path.join(path, f))]
+    if present:
+        dt.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False)
+    return len(present)
 
 
 def _delete(path: str, predicate: str) -> int:
