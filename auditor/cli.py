@@ -286,7 +286,7 @@ def run_from_options(
             raise InputError(f"input {snapshot} does not exist or is not a directory")
         from auditor.run import check_paths
 
-        check_paths(snapshot, out)
+        check_paths(snapshot, out, cfg)
         progress("starting Spark")
         from auditor.run import format_summary, is_small_input, run_audit
         from auditor.spark import build_session

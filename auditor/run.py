@@ -81,9 +81,7 @@ def run_audit(
             OUT is writable and the failure happened after the run started.
     """
     run_id = validate_run_id(run_id or str(uuid.uuid4()))
-    check_paths(snapshot_path, out)
-    if config.incremental and config.format != "kafka":
-        raise UsageError(f"--incremental reuses parsed dump files: it needs --format kafka, not {config.format}")
+    check_paths(snapshot_path, out, config)
     started = datetime.now(timezone.utc)
     t0 = time.monotonic()
     io.check_writable(out)
@@ -180,9 +178,16 @@ def is_small_input(path: str, limit: int = SMALL_INPUT_BYTES) -> bool:
     return True
 
 
-def check_paths(snapshot_path: str, out: str) -> None:
+def check_paths(snapshot_path: str, out: str, config: Config | None = None) -> None:
     """Raise :class:`UsageError` when OUT is the input folder or inside it (the next audit
-    would read the tables as input)."""
+    would read the tables as input), or ``config`` asks for an incremental run where none
+    can be (another format than Kafka's dumps; an OUT that is not a local path)."""
+    if config is not None and config.incremental:
+        if config.format != "kafka":
+            raise UsageError(f"--incremental reuses parsed dump files: it needs --format kafka, not {config.format}")
+        if "://" in out or out.startswith("file:"):
+            raise UsageError(f"--incremental keeps its store under OUT on the local file system: --out {out} "
+                             "must be a local or mounted path, without a scheme (a DBFS or NFS mount works)")
     source = os.path.realpath(snapshot_path)
     target = os.path.realpath(out)
     if target == source or target.startswith(source.rstrip(os.sep) + os.sep):

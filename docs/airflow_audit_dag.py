@@ -3,6 +3,9 @@
 Copy to your DAGs folder and adjust the paths. The first task collects a snapshot on each
 broker (scripts/collect-broker-snapshot.sh, e.g. over SSH) into SNAPSHOT_ROOT/<ts>/; the
 second audits it with spark-submit into one Delta location that dashboards read.
+``--incremental`` parses only the dump files that changed since the earlier hours (rolled
+segments are parsed once; the store under OUT/_auditor/store keeps them, README
+"Scheduling"): OUT must then be a local or mounted path.
 
 Exit status of the audit: 0 clean, 1 a finding at or above --fail-on (the task fails, so
 Airflow's on_failure_callback / alerting pages someone), 2 bad input or a failed run (also
@@ -18,7 +21,7 @@ from airflow import DAG
 from airflow.operators.bash import BashOperator
 
 SNAPSHOT_ROOT = "/data/kafka-snapshots/prod-eu"
-OUT = "/data/audit"            # or a DBFS / object-store path on a cluster with Delta's jars
+OUT = "/data/audit"            # local or mounted (DBFS, NFS): the write lock and the incremental store need it
 AUDITOR = "/opt/log-auditor"   # a checkout of this repository, with its wheel built in dist/
 
 with DAG(
@@ -48,7 +51,8 @@ with DAG(
             "--conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension "
             "--conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog "
             f"{AUDITOR}/jobs/audit.py {SNAPSHOT_ROOT}/{{{{ ts_nodash }}}} --out {OUT} "
-            "--cluster prod-eu --snapshot {{ ts }} --run-id {{ run_id | replace('+', '_') }} --fail-on critical"
+            "--cluster prod-eu --snapshot {{ ts }} --run-id {{ run_id | replace('+', '_') }} --fail-on critical "
+            "--incremental"
         ),
     )
     collect >> audit

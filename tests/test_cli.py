@@ -108,3 +108,17 @@ def test_options_come_from_the_environment(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["audit", str(tmp_path / "nope"), "--out", "o"],
                                 env={"AUDITOR_AUDIT_FAIL_ON": "sometimes"})
     assert result.exit_code == 2 and "sometimes" in result.output
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--format", "etcd"], "--format kafka"),
+    (["--out", "s3://bucket/audit"], "local or mounted path"),
+])
+def test_an_incremental_run_that_cannot_be_exits_2(tmp_path: Path, args: list[str], named: str) -> None:
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    result = CliRunner().invoke(main, ["audit", str(snap), "--out", str(tmp_path / "o"), "--incremental", *args])
+    assert result.exit_code == 2
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("auditor: error:") and named in line
+    assert not (tmp_path / "o").exists()
