@@ -143,11 +143,11 @@ def decode_wal(content: bytes) -> list[dict[str, Any]]:
 def _decode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: binary file rows (their URIs) in, one row per WAL record out.
     Each file is read here, by the task that decodes it (see :func:`read_wal_records`)."""
-    from auditor.ingest.lines import _uri_to_path
+    from auditor.ingest.lines import uri_to_path
 
     for batch in batches:
         for uri in batch.column("uri").to_pylist():
-            with open(_uri_to_path(uri), "rb") as f:
+            with open(uri_to_path(uri), "rb") as f:
                 rows = decode_wal(f.read())
             columns: dict[str, list[Any]] = {"uri": [uri] * len(rows)}
             for name, _ in COLUMNS:
@@ -171,7 +171,7 @@ def read_wal_records(spark: Any, files: Sequence[tuple[int, Any]]) -> Any:
 
     from pyspark.sql import functions as F
 
-    from auditor.ingest.lines import _with_file_ids
+    from auditor.ingest.lines import with_file_ids
     from auditor.spark import local_frame
 
     if not files:
@@ -179,4 +179,4 @@ def read_wal_records(spark: Any, files: Sequence[tuple[int, Any]]) -> Any:
     scans = [spark.read.format("binaryFile").load(f.path).select(F.col("_metadata.file_path").alias("uri"))
              for _, f in files]
     raw = reduce(lambda a, b: a.unionByName(b), scans)
-    return _with_file_ids(spark, raw, files, raw.mapInArrow(_decode_batches, SPARK_SCHEMA))
+    return with_file_ids(spark, raw, files, raw.mapInArrow(_decode_batches, SPARK_SCHEMA))

@@ -33,13 +33,13 @@ def read_text_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]])
         files: ``(file_id, file)`` pairs; ``file_id`` identifies the file in the result.
 
     The pair ``(block_start, mono)`` orders the lines of one file; :func:`number_lines`
-    turns it into line numbers. Each line's file is found as :func:`_with_file_ids` says.
+    turns it into line numbers. Each line's file is found as :func:`with_file_ids` says.
     """
     if not files:
         return local_frame(spark, [], "file_id int, block_start bigint, mono bigint, text string")
     raw = spark.read.schema(_VALUE).text([f.path for _, f in files])
     # (block_start, mono) are taken in the scan itself, before any join can move a row.
-    return _with_file_ids(spark, raw, files, raw.select(
+    return with_file_ids(spark, raw, files, raw.select(
         F.col("_metadata.file_path").alias("uri"),
         F.col("_metadata.file_block_start").alias("block_start"),
         F.monotonically_increasing_id().alias("mono"),
@@ -67,7 +67,7 @@ def read_small_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]
     body = F.regexp_replace(value, r"(\r\n|\r|\n)\z", "")
     split = F.when(value == "", F.array().cast("array<string>")).otherwise(F.split(body, r"\r\n|\r|\n", -1))
     whole = raw.select(F.col("_metadata.file_path").alias("uri"), split.alias("lines"))
-    return _with_file_ids(spark, raw, files, whole).select(
+    return with_file_ids(spark, raw, files, whole).select(
         "file_id", F.posexplode("lines").alias("pos", "text")).select(
         "file_id", (F.col("pos") + 1).cast(LongType()).alias("line_number"), "text")
 
@@ -75,7 +75,7 @@ def read_small_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]
 _VALUE = StructType([StructField("value", StringType())])
 
 
-def _with_file_ids(spark: SparkSession, raw: DataFrame, files: Sequence[tuple[int, InputFile]],
+def with_file_ids(spark: SparkSession, raw: DataFrame, files: Sequence[tuple[int, InputFile]],
                    rows: DataFrame) -> DataFrame:
     """``rows`` (read by the scan ``raw`` of ``files``, with its ``_metadata.file_path`` as
     ``uri``) with ``file_id`` in place of ``uri``.
@@ -87,7 +87,7 @@ def _with_file_ids(spark: SparkSession, raw: DataFrame, files: Sequence[tuple[in
     by_path = {os.path.abspath(f.path): i for i, f in files}
     by_uri = {}
     for uri in raw.inputFiles():
-        file_id = by_path.get(_uri_to_path(uri))
+        file_id = by_path.get(uri_to_path(uri))
         if file_id is not None:
             by_uri[_metadata_spelling(uri)] = file_id
     key_schema = StructType([StructField("uri", StringType(), False), StructField("file_id", IntegerType(), False)])
@@ -98,7 +98,7 @@ def _with_file_ids(spark: SparkSession, raw: DataFrame, files: Sequence[tuple[in
         known.alias("file_id"), *[c for c in rows.columns if c != "uri"])
 
 
-def _uri_to_path(uri: str) -> str:
+def uri_to_path(uri: str) -> str:
     """``file:/a%20b`` or ``file:///a%20b`` -> ``/a b`` (as :func:`local_path` does in Spark)."""
     rest = re.sub(r"^file:(//)?", "", uri)
     return os.path.abspath(urllib.parse.unquote(rest))

@@ -83,4 +83,3 @@ class Snapshot:
     #: an incremental run: which dump files it read from the store and which it parsed
     #: (:class:`auditor.ingest.snapshot.Reuse`).
     store: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)

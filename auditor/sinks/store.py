@@ -50,7 +50,6 @@ EDGE = 1024
 VACUUM_RETENTION_HOURS = 24
 #: a cluster's store files of one table are compacted when there are more than this many
 COMPACT_ABOVE_FILES = 64
-KEEP_RUNS = 24
 STORE_DIR = os.path.join("_auditor", "store")
 DATA_TABLES = ("store_batches", "store_segments", "store_accounting", "store_errors")
 
@@ -227,7 +226,7 @@ def _sql(values: Sequence[str]) -> str:
     return ", ".join("'" + v.replace("'", "''") + "'" for v in values)
 
 
-def prune(out: str, cluster: str, keep_runs: int = KEEP_RUNS,
+def prune(out: str, cluster: str, keep_runs: int,
           retention_hours: int = VACUUM_RETENTION_HOURS) -> Pruned:
     """Forget what the cluster's last ``keep_runs`` runs did not use (see the module's doc).
     Called under OUT's lock, after :func:`save`; cheap when nothing fell out of the window."""
