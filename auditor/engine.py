@@ -13,8 +13,14 @@ from pyspark.sql.types import StructType
 
 from auditor.checks import replica as replica_checks
 from auditor.checks import status
-from auditor.checks.overtime import History, current_observations, over_time_findings, previous_observations
+from auditor.checks.overtime import (
+    History,
+    current_observations,
+    over_time_findings,
+    previous_observations,
+)
 from auditor.checks.pairs import (
+    EPOCH_PROTOCOLS,
     build_pairs,
     follower_status,
     follower_verdicts,
@@ -23,6 +29,8 @@ from auditor.checks.pairs import (
     partition_findings,
 )
 from auditor.checks.registry import ALWAYS_COMPACTED, DEFAULT_PROTOCOL, PROTOCOLS
+from auditor.compare.drill import drill
+from auditor.compare.windows import differing_windows, probe_windows, truncation_probes
 from auditor.config import Config
 from auditor.errors import UsageError
 from auditor.ingest.model import Snapshot
@@ -30,6 +38,15 @@ from auditor.materialise import materialise, new_work_dir
 from auditor.semantics import lineage
 from auditor.semantics.leader import choose_leaders
 from auditor.sinks import schemas
+from auditor.summarise.replicas import (
+    epoch_summaries,
+    regular_lineage,
+    regular_rebuilt_cache,
+    replica_summaries,
+    segment_ends,
+    window_summaries,
+)
+from auditor.summarise.replicas import offsets as replica_offsets
 
 KEY = ["snapshot", "topic", "partition", "replica"]
 PARTITION = ["snapshot", "topic", "partition"]
@@ -154,18 +171,25 @@ def audit(
     # read more than once. Frames that do not depend on each other share a job; a frame
     # built on another is cut after it (planning a query over a stored frame is much
     # cheaper than over the plan that made it: each DataFrame step re-analyses its plan).
-    batches = snapshot.batches
-    per_log = _cut(
-        offsets=lineage.replica_offsets(batches, snapshot.segments, snapshot.log_start),
-        rebuilt=lineage.rebuilt_cache(batches),
-        log_lineage=lineage.log_lineage(batches),
-        epochless=batches.groupBy(*KEY).agg((F.max("epoch") < 0).alias("epochless")))
-    offsets, rebuilt, log_lineage = per_log["offsets"], per_log["rebuilt"], per_log["log_lineage"]
-    cache = _cut(cache=lineage.effective_cache(snapshot.epoch_cache, rebuilt, snapshot.replicas, offsets))["cache"]
+    summaries = snapshot.summaries
+    rolled = _cut(windows=window_summaries(summaries), epochs=epoch_summaries(summaries))
+    windows, epochs = rolled["windows"], rolled["epochs"]
+    reps = _cut(replicas=replica_summaries(summaries, epochs))["replicas"]
+    offsets = replica_offsets(reps, snapshot.segments, snapshot.log_start)
+    irregular = reps.filter(~F.col("regular")).select(*KEY)
+    # An irregular replica (a gap, an overlap, a repeated batch, an epoch regression, a corrupt
+    # batch) is read whole. One without a usable checkpoint first: its cache is rebuilt from
+    # its log, and leaders and truncation need it.
+    cacheless = irregular.join(snapshot.replicas.filter(~F.col("epoch_file_usable")).select(*KEY), KEY, "left_semi")
+    none = windows.select(*KEY, "win").filter(F.lit(False))
+    first = drill(snapshot.source, summaries, cacheless, none, work_dir, f"{label}-drill-1")
+    rebuilt_early = regular_rebuilt_cache(epochs, reps).unionByName(lineage.rebuilt_cache(first))
+    cache = _cut(cache=lineage.effective_cache(snapshot.epoch_cache, rebuilt_early, snapshot.replicas, offsets))["cache"]
     base_facts = status.replica_facts(
         snapshot.replicas, offsets, snapshot.hwm, lineage.latest_epochs(cache), snapshot.metadata)
     leaders = _cut(leaders=choose_leaders(base_facts))["leaders"]
-    facts = _cut(facts=base_facts.join(leaders, PARTITION, "left").join(per_log["epochless"], KEY, "left").select(
+    facts = _cut(facts=base_facts.join(leaders, PARTITION, "left").join(
+        reps.select(*KEY, "epochless"), KEY, "left").select(
         "*",
         F.when(F.col("leader").isNull(), F.lit(None))
         .when(F.col("replica") == F.col("leader"), F.lit("leader")).otherwise(F.lit("follower")).alias("role"),
@@ -176,20 +200,43 @@ def audit(
     compared = _cut(previous=previous_observations(current, snapshot.snapshots, history),
                     pairs=build_pairs(facts, cache, scope))
     pairs = compared["pairs"]
-    verdicts = _cut(verdicts=follower_verdicts(pairs, batches, chosen, snapshot_starts=snapshot.format == "etcd"))["verdicts"]
+    # Leader against follower on the window summaries; the batches of the windows where they
+    # differ, of the windows truncation looks into, and of irregular replicas, read exactly.
+    evaluable = pairs.filter(~F.col("epochless")) if chosen in EPOCH_PROTOCOLS else pairs
+    needs = _cut(differing=differing_windows(pairs, windows),
+                 probed=probe_windows(truncation_probes(evaluable, chosen), windows))
+    differing = needs["differing"]
+    wanted = differing.select(*KEY, "win").unionByName(
+        differing.select(*PARTITION, F.col("leader").alias("replica"), "win")).unionByName(
+        needs["probed"]).join(irregular, KEY, "left_anti")
+    later = irregular.join(cacheless, KEY, "left_anti")
+    second = drill(snapshot.source, summaries, later, wanted, work_dir, f"{label}-drill-2")
+    drilled = first.unionByName(second)
+    read_windows = wanted.unionByName(windows.join(irregular, KEY, "left_semi").select(*KEY, "win"))
+    whole = drilled.join(irregular, KEY, "left_semi")
+    per_log = _cut(
+        rebuilt=regular_rebuilt_cache(epochs, reps).unionByName(lineage.rebuilt_cache(whole)),
+        log_lineage=regular_lineage(epochs, reps).unionByName(lineage.log_lineage(whole)),
+        counts=whole.groupBy(*KEY).agg(F.count(F.lit(1)).cast("bigint").alias("batch_count"),
+                                       F.sum("record_count").cast("bigint").alias("record_count")),
+        seg_ends=segment_ends(summaries, snapshot.sections))
+    rebuilt, log_lineage = per_log["rebuilt"], per_log["log_lineage"]
+    verdicts = _cut(verdicts=follower_verdicts(
+        pairs, drilled, chosen, snapshot_starts=snapshot.format == "etcd", differing=differing,
+        windows=windows, read_windows=read_windows))["verdicts"]
     over_time = over_time_findings(current, compared["previous"], facts, log_lineage, history)
     usable_checkpoint = snapshot.epoch_cache.join(
         snapshot.replicas.filter(F.col("epoch_file_usable")).select(*KEY), KEY)
     raw_findings = reduce(DataFrame.unionByName, [
-        replica_checks.batch_sequence_checks(batches, scope),
-        replica_checks.corrupt_batches(batches, snapshot.segments),
+        replica_checks.batch_sequence_checks(whole, scope),
+        replica_checks.corrupt_batches(whole, snapshot.segments, per_log["seg_ends"]),
         replica_checks.hwm_above_leo(facts),
         replica_checks.epoch_cache_mismatches(
             usable_checkpoint.join(facts.filter(~F.col("epochless")).select(*KEY), KEY), rebuilt, facts, scope),
         replica_checks.missing_inputs(facts, snapshot.format != "kafka"),
         pair_findings(verdicts, chosen),
         replica_checks.compacted_cache_disagreements(pairs, cache),
-        isr_incomplete(facts, batches, scope),
+        isr_incomplete(facts, drilled, scope, differing),
         partition_findings(leaders, facts),
         over_time.findings,
         *([replica_checks.unreadable_wal(snapshot.wal_problems)] if snapshot.wal_problems is not None else []),
@@ -203,8 +250,12 @@ def audit(
         F.when(F.col("evaluated") & ~F.col("missing_hwm"), F.coalesce(F.col("removed_records"), F.lit(0)))
         .alias("records_to_truncate"),
         follower_status(verdicts).alias("follower_status"))
-    replica_rows = facts.join(follower_rows, KEY, "left").select(
-        "*",
+    counted = per_log["counts"].select(*KEY, F.col("batch_count").alias("_bc"), F.col("record_count").alias("_rc"))
+    replica_rows = facts.join(follower_rows, KEY, "left").join(counted, KEY, "left").select(
+        *[c for c in facts.columns if c not in ("batch_count", "record_count")],
+        *[c for c in follower_rows.columns if c not in KEY],
+        F.coalesce(F.col("_bc"), F.col("batch_count")).alias("batch_count"),
+        F.coalesce(F.col("_rc"), F.col("record_count")).alias("record_count"),
         F.when(F.col("role") == "leader", "leader")
         .when(F.col("role") == "follower", F.coalesce(F.col("follower_status"), F.lit("unknown")))
         .otherwise("unknown").alias("status"))

@@ -66,12 +66,14 @@ def _counts(out: Path, run_id: str) -> dict:  # type: ignore[type-arg]
 
 
 def _tamper(out: Path) -> int:
-    """Rows a killed run wrote without its store_files rows: every stored batch again, with
-    another CRC. Read by mistake, they would make every replica diverge."""
-    path = store.store_path(str(out), "store_batches")
+    """Rows a killed run wrote without its store_files rows: every stored scan row again, with
+    another digest and line count. Read by mistake, they would make every window differ and
+    every file's accounting wrong."""
+    path = store.store_path(str(out), "store_scan")
     rows = DeltaTable(path).to_pyarrow_table()
     rows = rows.set_column(rows.column_names.index("writer"), "writer", pa.array(["killed"] * rows.num_rows))
-    rows = rows.set_column(rows.column_names.index("crc"), "crc", pc.add(rows.column("crc"), 1))
+    for column in ("d1_lo", "lines"):
+        rows = rows.set_column(rows.column_names.index(column), column, pc.add(rows.column(column), 1))
     write_deltalake(path, rows, mode="append", partition_by=["cluster"])
     return rows.num_rows
 
@@ -93,14 +95,14 @@ def test_five_incremental_audits_equal_five_full_audits(spark, history, tmp_path
         if k == 0:
             assert _tamper(inc_out) > 0
         if k == 1:  # pruned after run 1 saved: nothing names the killed run
-            left = DeltaTable(store.store_path(str(inc_out), "store_batches")).to_pyarrow_table(
+            left = DeltaTable(store.store_path(str(inc_out), "store_scan")).to_pyarrow_table(
                 filters=[("writer", "=", "killed")])
             assert left.num_rows == 0
     files = DeltaTable(store.store_path(str(inc_out), "store_files")).to_pyarrow_table().to_pylist()
     assert {r["run_id"] for r in files} == {f"r{k}" for k in range(len(snaps))}
     assert {r["cluster"] for r in files} == {"prod"} and all(r["saved_at"] is not None for r in files)
-    # what the last run parsed went in, batch by batch, under its own name
-    written = DeltaTable(store.store_path(str(inc_out), "store_batches")).to_pyarrow_table(
+    # what the last run parsed went in, file by file, under its own name
+    written = DeltaTable(store.store_path(str(inc_out), "store_scan")).to_pyarrow_table(
         filters=[("writer", "=", "r4")])
     new_fps = {r["fp"] for r in files if r["run_id"] == "r4" and r["writer"] == "r4"}
     assert written.num_rows > 0 and set(written.column("fp").to_pylist()) <= new_fps
@@ -122,7 +124,7 @@ def test_a_killed_writers_rows_and_another_clusters_are_never_used(spark, histor
     fps = [store.fingerprint("prod", f.broker, f.rel, f.path) for _, f in dumps]
     # a run killed after writing its batch rows, before its store_files rows ...
     orphan = pa.table({"fp": [fp.fp for fp in fps], "writer": ["killed"] * len(fps), "cluster": ["prod"] * len(fps)})
-    write_deltalake(store.store_path(out, "store_batches"), orphan, mode="append", partition_by=["cluster"])
+    write_deltalake(store.store_path(out, "store_scan"), orphan, mode="append", partition_by=["cluster"])
     # ... and another cluster's complete entries for the same files (same fingerprints)
     store.save(out, "other", "o1", fps, [fp.fp for fp in fps], {fp.fp: "o1" for fp in fps}, {})
     assert store.known(out, "prod") == {} and len(store.known(out, "other")) == len(fps)
@@ -150,26 +152,26 @@ def test_the_store_forgets_what_the_last_k_runs_did_not_use(tmp_path) -> None:
     for k, (run, used, new) in enumerate(plan):
         writers.update({n * 64: run for n in new})
         store.save(out, "prod", run, [fp(n) for n in new], [n * 64 for n in used], writers,
-                   {"store_batches": rows(*new) if new else None},
+                   {"store_scan": rows(*new) if new else None},
                    saved_at=datetime(2026, 2, 1, k, tzinfo=timezone.utc))
         if run == "r1":  # killed while saving: its rows, no store_files row
-            store.save(out, "prod", "killed", [], [], {}, {"store_batches": rows("a", "z")})
+            store.save(out, "prod", "killed", [], [], {}, {"store_scan": rows("a", "z")})
     # another cluster with the same files, saved long before: never pruned by prod's runs
-    store.save(out, "other", "o1", [fp("b")], ["b" * 64], {"b" * 64: "o1"}, {"store_batches": rows("b")},
+    store.save(out, "other", "o1", [fp("b")], ["b" * 64], {"b" * 64: "o1"}, {"store_scan": rows("b")},
                saved_at=datetime(2020, 1, 1, tzinfo=timezone.utc))
     assert set(store.known(out, "prod")) == {n * 64 for n in "abcde"}
 
     pruned = store.prune(out, "prod", keep_runs=2, retention_hours=0)
     assert (pruned.runs_forgotten, pruned.fingerprints_forgotten) == (3, 2)  # r0..r2; "b" and "c"
     assert store.known(out, "prod") == {"a" * 64: "r0", "d" * 64: "r3", "e" * 64: "r4"}
-    batches = DeltaTable(store.store_path(out, "store_batches")).to_pyarrow_table()
+    batches = DeltaTable(store.store_path(out, "store_scan")).to_pyarrow_table()
     kept = sorted((r["cluster"], r["fp"][0], r["writer"]) for r in batches.to_pylist())
     assert kept == sorted([("prod", "a", "r0")] * 3 + [("prod", "d", "r3")] * 3 + [("prod", "e", "r4")] * 3
                           + [("other", "b", "o1")] * 3)
     files = DeltaTable(store.store_path(out, "store_files")).to_pyarrow_table().to_pylist()
     assert {(r["cluster"], r["run_id"]) for r in files} == {("prod", "r3"), ("prod", "r4"), ("other", "o1")}
     # vacuumed: the files on disk are exactly the tables' current files
-    for table in ("store_batches", "store_files"):
+    for table in ("store_scan", "store_files"):
         dt = DeltaTable(store.store_path(out, table))
         on_disk = {str(p) for p in Path(store.store_path(out, table)).rglob("*.parquet")}
         assert on_disk == {u.removeprefix("file://") for u in dt.file_uris()}, table
@@ -181,7 +183,7 @@ def test_the_store_forgets_what_the_last_k_runs_did_not_use(tmp_path) -> None:
     assert store.known(out, "prod") == {"a" * 64: "r0", "d" * 64: "r3", "e" * 64: "r4"}
     # nothing else to forget: a second prune deletes nothing
     def versions() -> list[int]:
-        return [DeltaTable(store.store_path(out, t)).version() for t in ("store_batches", "store_files")]
+        return [DeltaTable(store.store_path(out, t)).version() for t in ("store_scan", "store_files")]
 
     before = versions()
     again = store.prune(out, "prod", keep_runs=3, retention_hours=0)

@@ -6,6 +6,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from auditor.checks.rows import finding, s
+from auditor.compare.windows import removed_records
 from auditor.semantics.divergence import (
     compared_batches,
     divergence_offsets,
@@ -46,12 +47,24 @@ def build_pairs(facts: DataFrame, cache: DataFrame, scope: DataFrame) -> DataFra
     )
 
 
-def follower_verdicts(pairs: DataFrame, batches: DataFrame, protocol: str, snapshot_starts: bool = False) -> DataFrame:
+def follower_verdicts(pairs: DataFrame, batches: DataFrame, protocol: str, snapshot_starts: bool = False, *,
+                      differing: DataFrame, windows: DataFrame, read_windows: DataFrame) -> DataFrame:
     """Per follower: ``divergence_offset``, truncation results, and the first same-epoch
     conflict. Truncation is not evaluated under an epoch protocol when a dump has no epochs.
     ``snapshot_starts``: each log starts after a Raft snapshot (``--format etcd``): the
-    ``raft`` rule looks only at or above both log starts (see :func:`raft_offsets`)."""
-    sides = pairs.select(*PARTITION, F.col("replica").alias("follower"), "leader", "lso", "hmax", "compacted")
+    ``raft`` rule looks only at or above both log starts (see :func:`raft_offsets`).
+
+    Args:
+        pairs: :func:`build_pairs`.
+        batches: the batches read exactly: both sides of every differing window, the windows
+            truncation looks into, and irregular replicas whole (with ``win``).
+        differing: ``PARTITION, replica, leader, win``: where follower and leader differ
+            (:func:`auditor.compare.windows.differing_windows`); everywhere else they agree.
+        windows: the window summaries; read_windows: ``KEY, win`` of the windows in ``batches``.
+    """
+    sides = pairs.select(*PARTITION, F.col("replica").alias("follower"), "leader", "lso", "hmax", "compacted").join(
+        differing.select(*PARTITION, F.col("replica").alias("follower"), "leader", "win"),
+        [*PARTITION, "follower", "leader"])
     compared = compared_batches(batches, sides, "follower", "leader")
     d = divergence_offsets(compared, "follower", "leader").withColumnRenamed("follower", "replica")
     conflicts = same_epoch_conflicts(compared, "follower", "leader").withColumnRenamed("follower", "replica")
@@ -64,9 +77,8 @@ def follower_verdicts(pairs: DataFrame, batches: DataFrame, protocol: str, snaps
     else:
         trunc = truncate_one_step(evaluable, batches, protocol)
     evaluated = trunc.withColumn("evaluated", F.lit(True))
-    records = batches.join(trunc.select(*KEY, "truncation_offset").filter(F.col("truncation_offset").isNotNull()), KEY) \
-        .filter(F.col("last_offset") >= F.col("truncation_offset")).groupBy(*KEY).agg(
-        F.sum("record_count").alias("removed_records"))
+    records = removed_records(trunc.select(*KEY, "truncation_offset").filter(F.col("truncation_offset").isNotNull()),
+                              windows, batches, read_windows)
     return (
         pairs.join(d.drop("leader"), KEY, "left")
         .join(conflicts.drop("leader"), KEY, "left")
@@ -153,8 +165,11 @@ def pair_findings(v: DataFrame, protocol: str) -> DataFrame:
             .unionByName(matching).unionByName(loss))
 
 
-def isr_incomplete(facts: DataFrame, batches: DataFrame, scope: DataFrame) -> DataFrame:
-    """``ISR_INCOMPLETE``: an ISR/ELR member lacks an agreeing copy of a leader batch below HWM(L)."""
+def isr_incomplete(facts: DataFrame, batches: DataFrame, scope: DataFrame, differing: DataFrame) -> DataFrame:
+    """``ISR_INCOMPLETE``: an ISR/ELR member lacks an agreeing copy of a leader batch below HWM(L).
+
+    Only the windows where member and leader differ are compared (``differing``, keyed by
+    the member as ``replica``): elsewhere every leader batch has an identical copy."""
     members = facts.filter(
         (F.coalesce(F.col("in_isr"), F.lit(False)) | F.coalesce(F.col("in_elr"), F.lit(False)))
         & (F.col("role") == "follower") & F.col("has_dump") & F.col("leader_present")).select(
@@ -167,7 +182,9 @@ def isr_incomplete(facts: DataFrame, batches: DataFrame, scope: DataFrame) -> Da
         scope, PARTITION, "left").select(
         *PARTITION, "leader", "member", "l_hwm", F.greatest("m_lso", "l_lso").alias("lso"),
         F.greatest("m_hwm", "l_hwm").alias("hmax"), F.coalesce(F.col("compacted"), F.lit(False)).alias("compacted"))
-    compared = compared_batches(batches, sides, "leader", "member")
+    in_windows = sides.join(differing.select(*PARTITION, F.col("replica").alias("member"), "leader", "win"),
+                            [*PARTITION, "member", "leader"])
+    compared = compared_batches(batches, in_windows, "leader", "member")
     gaps = first_missing(compared, "leader", "member", "l_hwm").join(
         sides.select(*PARTITION, "leader", "member", "l_hwm"), [*PARTITION, "leader", "member"])
     return finding(

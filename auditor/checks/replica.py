@@ -68,9 +68,15 @@ def batch_sequence_checks(batches: DataFrame, scope: DataFrame) -> DataFrame:
     return gap.unionByName(overlap).unionByName(regression)
 
 
-def corrupt_batches(batches: DataFrame, segments: DataFrame) -> DataFrame:
+def corrupt_batches(batches: DataFrame, segments: DataFrame, seg_end: DataFrame) -> DataFrame:
     """``CORRUPT_BATCH``: batches printed ``isvalid: false`` (CRITICAL) and invalid trailing
-    bytes (WARNING in the newest segment, a torn read of the active one; else CRITICAL)."""
+    bytes (WARNING in the newest segment, a torn read of the active one; else CRITICAL).
+
+    Args:
+        batches: the batches of the replicas read whole (every invalid batch is among them).
+        segments: the dumped segments.
+        seg_end: ``KEY, segment_base_offset, after_last`` (the offset after the segment's last batch).
+    """
     bad = batches.filter(F.col("is_valid") == F.lit(False))
     invalid = finding(
         bad, "CORRUPT_BATCH", "CRITICAL", F.col("base_offset"), F.col("last_offset") + 1, F.col("epoch"),
@@ -78,7 +84,6 @@ def corrupt_batches(batches: DataFrame, segments: DataFrame) -> DataFrame:
                         F.col("replica"), F.col("base_offset"), F.col("last_offset")),
         F.struct("file", "line_number", "crc"))
     newest = segments.groupBy(*KEY).agg(F.max("segment_base_offset").alias("newest"))
-    seg_end = batches.groupBy(*KEY, "segment_base_offset").agg((F.max("last_offset") + 1).alias("after_last"))
     torn = (segments.filter(F.col("invalid_bytes") > 0).join(newest, KEY, "left")
             .join(seg_end, [*KEY, "segment_base_offset"], "left"))
     is_newest = F.col("segment_base_offset").eqNullSafe(F.col("newest"))

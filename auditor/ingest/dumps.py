@@ -1,52 +1,54 @@
-"""Parse ``kafka-dump-log.sh`` text into batches, segments, line accounting and errors.
+"""Parse ``kafka-dump-log.sh`` lines into batches, sections, line accounting and errors.
 
 Every line gets exactly one disposition: ``parsed``, ``skipped`` (headers, notices, blank
 lines, index sections, payload continuations) or ``quarantined`` (a ``parse_errors`` row).
-All transforms are DataFrame -> DataFrame; the only per-file state (current section,
-current batch) flows through :func:`auditor.ingest.lines.number_lines`.
+The lines come with their context from :mod:`auditor.ingest.wholefile`, so everything here
+is a projection of one line: no window, no shuffle.
+
+A v2 batch line is a whole batch (:func:`is_direct_v2_batch`). The other batch shapes need
+lines around them, which :func:`pending_item` keys for one aggregate: a legacy (magic 0/1) batch line or
+a v2 line without ``count:`` (``B``, by line) takes its record count, and a legacy line its
+base offset, from the record lines under it (``R``, by owning line); the message lines of
+0.8-0.10 and the deep record lines of 0.11-2.1 make one batch per ``position:`` (``M``).
+:func:`pending_batches` turns the aggregated items into batches (those shapes are rare: old
+Kafka releases). The summaries (:mod:`auditor.summarise.scan`) and the drill-down
+(:mod:`auditor.compare.drill`) both start from :func:`classified_lines`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType
 
 from auditor.ingest import dump_grammar as g
-from auditor.ingest.lines import number_lines, position
-from auditor.materialise import materialise
 
 UNCOMPRESSED = ("none", "NONE", "NoCompressionCodec")
 REPLICA_KEY = ("snapshot", "broker", "topic", "partition")
 
-
-@dataclass(frozen=True)
-class ParsedDumps:
-    """What the dumps of a snapshot hold."""
-
-    batches: DataFrame
-    segments: DataFrame
-    lines: DataFrame  # one row per line: file_id, line_number, disposition, error, shown
-    extra: dict[str, DataFrame] = field(default_factory=dict)  # frames stored in the same job
-    # Per file, before two dumps of one segment are merged: what each file alone yields
-    # (the unit the incremental store keeps; ``batches`` and ``segments`` merge these).
-    file_batches: DataFrame | None = None
-    file_segments: DataFrame | None = None
+#: Columns of a batch row (before ``broker`` becomes ``replica``).
+BATCH_COLUMNS = ("snapshot", "broker", "topic", "partition", "file", "line_number", "sec", "base_offset",
+                 "last_offset", "epoch", "crc", "record_count", "is_valid", "is_control", "is_transactional",
+                 "magic", "origin")
 
 
-def classify_dump_lines(raw: DataFrame) -> DataFrame:
-    """Narrow pass over raw dump lines: kind, metadata fields, values to carry forward.
-
-    Only what later steps need leaves this pass: ``shown`` (the payload-free text that
-    ``parse_errors.line`` stores) is kept only for lines that may be quarantined on their
-    own; a well-formed batch line quarantined for its section's problem is shown from its
-    parsed fields (:func:`shown_from_fields`), so the text of healthy lines never travels.
+def classified_lines(lines: DataFrame, files: DataFrame) -> DataFrame:
+    """Each dump line classified, cut to its fields, placed in its replica and judged.
 
     Args:
-        raw: ``file_id, block_start, mono, text`` of dump files.
+        lines: :func:`auditor.ingest.wholefile.read_dump_lines` rows.
+        files: ``file_id, rel, snapshot, broker, topic, partition`` of those files (small).
+
+    Returns:
+        Per line: ``file_id, rel, snapshot, broker, line_number, sec, r_topic, r_partition,
+        in_log`` (the line's section is a usable ``.log`` section), ``kind``, the ``f_*``
+        fields, ``disposition``, ``error``, the context columns ``owner``,
+        ``owner_needs_records``, ``file_has_legacy``, and for a quarantined line what
+        :func:`shown_line` makes its ``parse_errors.line`` from: ``e_meta`` (the line cut
+        before its first content field: no payload), ``e_length`` (an unrecognised line's
+        length, all that is kept of it) and ``e_clean`` (shown from its parsed fields).
     """
     kind = F.col("kind")
     fields = F.col("fields")
@@ -55,19 +57,15 @@ def classify_dump_lines(raw: DataFrame) -> DataFrame:
     def data_field(builder: Callable[..., Column], *names: str) -> Column:
         return F.when(data_kind, builder(fields, *names))
 
-    return (
-        raw.select("file_id", "block_start", "mono", g.stripped(F.col("text")).alias("t"))
+    cut = (
+        lines.select("file_id", "line_number", "sec", "sec_line", "skind", "h_topic", "h_partition", "owner",
+                     "owner_needs_records", "known_prev", "file_has_legacy", g.stripped(F.col("text")).alias("t"))
         .withColumn("kind", g.line_kind(F.col("t")))
         .withColumn("meta", F.when(kind.isin("blank", "notice"), F.lit(None)).otherwise(g.metadata_part(F.col("t"))))
         .withColumn("fields", F.when(data_kind, g.tokens(F.col("meta"))))
         .select(
-            "file_id", "block_start", "mono", "kind", "t",
-            # values carried forward in file order
-            F.when(kind == "header", F.struct(position().alias("pos"), g.header_path(F.col("t")).alias("path"))).alias("hdr"),
-            F.when(kind.isin(*g.BATCH_KINDS), position()).alias("owner"),
-            F.when(~kind.isin("unknown", "blank"),
-                   kind.isin(*g.RECORD_KINDS) & F.col("t").rlike(r"(^|\s)(key|payload): ")).alias("known"),
-            # fields (null where the kind has none)
+            "file_id", "line_number", "sec", "sec_line", "skind", "h_topic", "h_partition", "owner",
+            "owner_needs_records", "known_prev", "file_has_legacy", "kind", "t",
             data_field(g.field_long, "baseOffset").alias("f_base"),
             data_field(g.field_long, "lastOffset").alias("f_last"),
             data_field(g.field_long, "count").alias("f_count"),
@@ -86,8 +84,23 @@ def classify_dump_lines(raw: DataFrame) -> DataFrame:
         )
         .withColumn("f_offset", F.when(F.col("_off") != "", F.col("_off").try_cast(LongType())))
         .withColumn("f_number", F.when(F.col("_num") != "", F.col("_num").try_cast(LongType())))
-        .withColumn("shown", F.when(~_is_clean(), g.redacted(F.col("t"), kind)))
-        .drop("_off", "_num", "t")
+        .drop("_off", "_num")
+    )
+    placed = cut.join(F.broadcast(files.select("file_id", "rel", "snapshot", "broker", "topic", "partition")),
+                      "file_id")
+    judged = placed.transform(_with_replica).transform(_with_disposition)
+    return judged.select(
+        "file_id", "rel", "snapshot", "broker", "line_number", "sec", "sec_line", "skind", "h_topic",
+        "h_partition", "r_topic", "r_partition", "section_problem",
+        (F.col("skind_or_log") == "log").alias("in_log"),
+        "owner", "owner_needs_records", "file_has_legacy", "kind", "disposition", "error",
+        F.when(F.col("error").isNotNull() & ~kind.isin("unknown", "invalid_bytes") & ~_is_clean(),
+               g.metadata_part(F.col("t"))).alias("e_meta"),
+        F.when(F.col("error").isNotNull() & (kind == "unknown"), F.length("t")).alias("e_length"),
+        F.when(F.col("error").isNotNull(), _is_clean()).alias("e_clean"),
+        "f_base", "f_last", "f_count", "f_epoch", "f_crc", "f_valid", "f_control", "f_txn", "f_magic", "f_codec",
+        "f_offset", "f_position", "f_number",
+        F.when(kind == "header", g.header_base_offset(g.header_path(F.col("t")))).alias("f_header_base"),
     )
 
 
@@ -101,76 +114,33 @@ def _is_clean() -> Column:
     return kind.isin("blank", "notice", "segment_start", "header") | v2_ok | legacy_ok
 
 
-def shown_from_fields() -> Column:
-    """``parse_errors.line`` of a clean line (:func:`_is_clean`), rebuilt from what was parsed."""
-    kind = F.col("kind")
-    return (
-        F.when(kind == "header", F.concat(F.lit("Dumping "), F.col("hdr.path")))
+def shown_line(kind: Column, meta: Column, length: Column, clean: Column, header_path: Column,
+               base: Column, last: Column, epoch: Column, crc: Column, valid: Column, offset: Column,
+               number: Column) -> Column:
+    """``parse_errors.line`` of a quarantined line, from what :func:`classified_lines` kept
+    of it: metadata only, never payloads.
+
+    A line the grammar does not recognise may be a payload continued over several physical
+    lines, so only its length is kept. A line that is quarantined only for its section's
+    problem is shown from its parsed fields. Any other recognised line is shown cut before
+    its content fields, with only known field names and their values kept
+    (:func:`auditor.ingest.dump_grammar.safe_metadata`).
+    """
+    from_fields = (
+        F.when(kind == "header", F.concat(F.lit("Dumping "), header_path))
         .when(kind == "batch_v2", F.format_string(
             "baseOffset: %d lastOffset: %d partitionLeaderEpoch: %d crc: %d isvalid: %s",
-            F.col("f_base"), F.col("f_last"), F.col("f_epoch"), F.col("f_crc"), F.col("f_valid").cast("string")))
-        .when(kind == "batch_legacy", F.format_string("offset: %d crc: %d", F.col("f_offset"), F.col("f_crc")))
-        .when(kind == "segment_start", F.format_string("Starting offset: %d", F.col("f_number")))
+            base, last, epoch, crc, valid.cast("string")))
+        .when(kind == "batch_legacy", F.format_string("offset: %d crc: %d", offset, crc))
+        .when(kind == "segment_start", F.format_string("Starting offset: %d", number))
     )
-
-
-def parse_dumps(raw: DataFrame, files: DataFrame, work_dir: str,
-                also: dict[str, DataFrame] | None = None) -> ParsedDumps:
-    """Parse dump lines.
-
-    One pass over the text: classify and cut each line to its fields, one window per file
-    (line numbers, the current section, the batch a record belongs to), then one row per
-    line, payload-free, stored under ``work_dir``; batches, segments and accounting read
-    those stored rows.
-
-    Args:
-        raw: ``file_id, block_start, mono, text`` of every dump file.
-        files: ``file_id, rel, snapshot, broker, topic, partition`` of those files (small).
-        work_dir: the run's work directory (:mod:`auditor.materialise`).
-        also: other frames to store in the same job (returned in ``extra``).
-    """
-    numbered = number_lines(classify_dump_lines(raw), ["hdr", "owner", "known"])
-    lines = (
-        numbered.transform(_with_sections)
-        .join(F.broadcast(files), "file_id")
-        .transform(_with_replica)
-        .transform(_with_disposition)
-        .select(
-            "file_id", "line_number", "block_start", "mono", "kind", "disposition", "error",
-            F.when(F.col("error").isNotNull(), F.coalesce(F.col("shown"), shown_from_fields())).alias("shown"),
-            "snapshot", "broker", "rel", "r_topic", "r_partition", "skind", "section_problem",
-            "section_pos", "section_line", "segment_base_offset", "owner_ff",
-            "f_base", "f_last", "f_count", "f_epoch", "f_crc", "f_valid", "f_control", "f_txn",
-            "f_magic", "f_codec", "f_offset", "f_position", "f_number",
-        )
-    )
-    stored = materialise({"lines": lines, **(also or {})}, work_dir, "lines")
-    lines = stored.pop("lines")
-    file_batches = _batches(lines)
-    file_segments = _segments(lines)
-    accounting = lines.select(
-        "file_id", "line_number", "disposition", "error", "shown", "snapshot", "broker", "rel")
-    return ParsedDumps(batches=dedupe_batches(file_batches), segments=dedupe_segments(file_segments),
-                       lines=accounting, extra=stored, file_batches=file_batches, file_segments=file_segments)
-
-
-def _with_sections(numbered: DataFrame) -> DataFrame:
-    """Each line's ``Dumping`` section: its position, header line, kind, partition and
-    segment base offset (windows over the section, within the per-file partitioning)."""
-    section = Window.partitionBy("file_id", "section_pos")
-    path = F.col("hdr_ff.path")
-    h_topic, h_part = g.header_topic_partition(path)
-    start_line = F.min(F.when(F.col("kind") == "segment_start", F.col("f_number"))).over(section)
-    return numbered.select(
-        "*",
-        F.col("hdr_ff.pos").alias("section_pos"),
-    ).select(
-        "*",
-        F.min(F.when(F.col("kind") == "header", F.col("line_number"))).over(section).alias("section_line"),
-        F.when(F.col("section_pos").isNotNull(), g.section_kind(path)).alias("section_kind"),
-        h_topic.alias("h_topic"), h_part.alias("h_partition"),
-        F.when(F.col("section_pos").isNotNull(), F.coalesce(start_line, g.header_base_offset(path)))
-        .alias("segment_base_offset"),
+    return (
+        F.when(kind == "unknown", F.concat(
+            F.lit("<unrecognised line of "), length.cast("string"), F.lit(" characters, not shown>")))
+        .when(kind == "invalid_bytes", F.concat(
+            F.lit("Found "), number.cast("string"), F.lit(" invalid bytes at the end of the segment")))
+        .when(clean, from_fields)
+        .otherwise(F.substring(g.safe_metadata(meta), 1, 500))
     )
 
 
@@ -181,18 +151,19 @@ def _with_replica(df: DataFrame) -> DataFrame:
         & ((F.col("h_topic") != F.col("topic")) | (F.col("h_partition") != F.col("partition")))
     )
     r_topic = F.coalesce(F.col("h_topic"), F.col("topic"))
+    in_section = F.col("sec") > 0
     problem = (
         F.when(conflict, F.format_string(
             "section header (line %d) names partition %s-%d but the file is in folder %s-%d",
-            F.col("section_line"), F.col("h_topic"), F.col("h_partition"), F.col("topic"), F.col("partition")))
-        .when(r_topic.isNull() & F.col("section_pos").isNotNull(), F.format_string(
+            F.col("sec_line"), F.col("h_topic"), F.col("h_partition"), F.col("topic"), F.col("partition")))
+        .when(r_topic.isNull() & in_section, F.format_string(
             "section header (line %d) names no <topic>-<partition> folder and the file is not in a partition folder",
-            F.col("section_line")))
+            F.col("sec_line")))
         .when(r_topic.isNull(), F.lit("line before any Dumping header in a file outside partition folders"))
     )
     return df.select(
         "*",
-        F.coalesce(F.col("section_kind"), F.lit("log")).alias("skind"),
+        F.coalesce(F.col("skind"), F.lit("log")).alias("skind_or_log"),
         r_topic.alias("r_topic"),
         F.coalesce(F.col("h_partition"), F.col("partition")).alias("r_partition"),
         problem.alias("section_problem"),
@@ -216,13 +187,13 @@ def _with_disposition(df: DataFrame) -> DataFrame:
                             "isvalid": F.col("f_valid")})
     missing_legacy = _required({"offset": F.col("f_offset"), "crc": F.col("f_crc")})
     missing_rebuilt = _required({"offset": F.col("f_offset"), "position": F.col("f_position")})
-    owned = F.col("owner_ff").isNotNull() & (
-        F.col("section_pos").isNull() | (F.col("owner_ff") > F.col("section_pos")))
+    owned = F.col("owner").isNotNull()
+    in_log = F.col("skind_or_log") == "log"
     error = (
         F.when(kind == "header", F.col("section_problem"))
-        .when(~F.col("skind").isin("log"), F.lit(None))
+        .when(~in_log, F.lit(None))
         .when(content & F.col("section_problem").isNotNull(), F.col("section_problem"))
-        .when((kind == "unknown") & F.coalesce(F.col("known_ff"), F.lit(False)), F.lit(None))
+        .when((kind == "unknown") & F.coalesce(F.col("known_prev"), F.lit(False)), F.lit(None))
         .when(kind == "unknown", F.lit("unrecognised line"))
         .when(kind == "index_like", F.lit("index-style line inside a .log section"))
         .when((kind == "batch_v2") & missing_v2.isNotNull(),
@@ -235,76 +206,138 @@ def _with_disposition(df: DataFrame) -> DataFrame:
         .when(kind.isin(*g.RECORD_KINDS) & ~owned, F.lit("record line before any batch line of its section"))
         .when((kind == "record") & F.col("f_offset").isNull(), F.lit("record line without offset"))
     )
-    parsed = kind.isin(*g.BATCH_KINDS, *g.REBUILT_KINDS, *g.RECORD_KINDS, "invalid_bytes") & F.col("skind").isin("log")
+    parsed = kind.isin(*g.BATCH_KINDS, *g.REBUILT_KINDS, *g.RECORD_KINDS, "invalid_bytes") & in_log
     return df.withColumn("error", error).withColumn(
         "disposition",
         F.when(F.col("error").isNotNull(), "quarantined").when(parsed, "parsed").otherwise("skipped"),
     )
 
 
-def _replica_cols() -> list[Column]:
-    return [F.col("snapshot"), F.col("broker"), F.col("r_topic").alias("topic"),
-            F.col("r_partition").alias("partition")]
+def _parsed(kinds: tuple[str, ...]) -> Column:
+    return (F.col("disposition") == "parsed") & F.col("kind").isin(*kinds)
 
 
-def _batches(lines: DataFrame) -> DataFrame:
-    """Batches from batch lines (v2 and legacy) and from rebuilt message/record lines."""
-    ok = lines.filter(F.col("disposition") == "parsed")
-    records = ok.filter(F.col("kind").isin(*g.RECORD_KINDS)).groupBy(
-        "file_id", F.col("owner_ff").alias("pos")).agg(
-        F.count(F.lit(1)).alias("n_records"), F.min("f_offset").alias("min_record_offset"))
-    batch_lines = ok.filter(F.col("kind").isin(*g.BATCH_KINDS)).select(
-        "*", position().alias("pos")).join(records, ["file_id", "pos"], "left")
-    is_v2 = F.col("kind") == "batch_v2"
-    from_lines = batch_lines.select(
-        "file_id", "section_pos", "pos", *_replica_cols(), "rel", "line_number", "segment_base_offset",
-        F.when(is_v2, F.col("f_base")).otherwise(F.col("min_record_offset")).alias("base_offset"),
-        F.when(is_v2, F.col("f_last")).otherwise(F.col("f_offset")).alias("last_offset"),
-        F.when(is_v2, F.col("f_epoch")).otherwise(F.lit(-1)).alias("epoch"),
-        F.col("f_crc").alias("crc"),
-        F.coalesce(F.col("f_count"), F.col("n_records")).alias("count_known"),
-        F.col("f_valid").alias("is_valid"), F.col("f_control").alias("is_control"),
-        F.col("f_txn").alias("is_transactional"), F.col("f_magic").alias("magic"),
-        F.col("f_codec").alias("codec"),
+def is_v2_batch() -> Column:
+    """A parsed v2 batch line that is a whole batch by itself (no record lines to count).
+    In a file with legacy batch lines it is still built with the others
+    (:func:`pending_batches`), which need the batch before them."""
+    direct = ~(F.coalesce(F.col("owner_needs_records"), F.lit(False)) & (F.col("owner") == F.col("line_number")))
+    return _parsed(("batch_v2",)) & direct
+
+
+def is_direct_v2_batch() -> Column:
+    """A v2 batch summarised straight from its line (:func:`is_v2_batch`, in a file without
+    legacy batch lines)."""
+    return is_v2_batch() & ~F.coalesce(F.col("file_has_legacy"), F.lit(False))
+
+
+def pending_item(with_v2: bool = False) -> tuple[Column, Column]:
+    """``(item_kind, item)`` of a line that goes into a pending batch (see the module
+    docstring), nulls for every other line; with ``with_v2``, a v2 batch line that is a batch
+    by itself is an item too (``V``, by line: the drill-down reads batches this way)."""
+    needs = F.coalesce(F.col("owner_needs_records"), F.lit(False))
+    own_line = F.col("owner") == F.col("line_number")
+    v2 = is_v2_batch() if with_v2 else is_v2_batch() & F.coalesce(F.col("file_has_legacy"), F.lit(False))
+    kind = (
+        F.when(v2, F.lit("V"))
+        .when(_parsed(g.BATCH_KINDS) & (F.col("kind") == "batch_legacy"), F.lit("B"))
+        .when(_parsed(("batch_v2",)) & needs & own_line, F.lit("B"))
+        .when(_parsed(g.RECORD_KINDS) & needs, F.lit("R"))
+        .when(_parsed(g.REBUILT_KINDS), F.lit("M"))
+    )
+    item = (
+        F.when(kind.isin("B", "V"), F.col("line_number"))
+        .when(kind == "R", F.col("owner"))
+        .when(kind == "M", F.col("f_position"))
+    )
+    return kind, item
+
+
+#: The aggregates of one pending item (one line for ``B``; a batch's record lines for ``R``;
+#: a batch's message lines for ``M``), over lines of that item only.
+def item_aggregates() -> list[Column]:
+    """Aggregates of the lines of one pending item (null for other rows)."""
+    is_item = F.col("item_kind").isNotNull()
+
+    def only(c: Column) -> Column:
+        return F.when(is_item, c)
+
+    return [
+        F.count(only(F.lit(1))).alias("i_lines"),
+        F.min(only(F.col("line_number"))).alias("i_line"),
+        F.min(only(F.col("f_offset"))).alias("i_min_offset"),
+        F.max(only(F.col("f_offset"))).alias("i_max_offset"),
+        F.max(only((F.col("kind") == "batch_v2").cast(IntegerType()))).alias("i_v2"),
+        F.max(only(F.col("f_base"))).alias("i_base"),
+        F.max(only(F.col("f_last"))).alias("i_last"),
+        F.max(only(F.col("f_count"))).alias("i_count"),
+        F.max(only(F.col("f_epoch"))).alias("i_epoch"),
+        F.max(only(F.col("f_crc"))).alias("i_crc"),
+        F.min(only(F.col("f_valid").cast(IntegerType()))).alias("i_valid"),
+        F.max(only(F.col("f_control").cast(IntegerType()))).alias("i_control"),
+        F.max(only(F.col("f_txn").cast(IntegerType()))).alias("i_txn"),
+        F.max(only(F.col("f_magic"))).alias("i_magic"),
+        F.max(only(F.col("f_number"))).alias("i_number"),
+        F.max(only(F.col("e_length"))).alias("i_length"),
+        F.max(only(F.col("e_clean").cast(IntegerType()))).alias("i_clean"),
+        F.max(only((~F.col("f_codec").isin(*UNCOMPRESSED)).cast(IntegerType()))).alias("i_compressed"),
+    ]
+
+
+def pending_batches(items: DataFrame, sections: DataFrame) -> DataFrame:
+    """The batches of the pending items (:data:`BATCH_COLUMNS`).
+
+    Args:
+        items: one row per ``(file, sec, item_kind, item)`` with :func:`item_aggregates` and
+            ``rel, snapshot, broker, r_topic, r_partition``.
+        sections: ``file_id, sec, segment_base_offset``.
+    """
+    key = ["file_id", "sec"]
+    lines = items.filter(F.col("item_kind").isin("B", "V"))
+    records = items.filter(F.col("item_kind") == "R").select(
+        *key, F.col("item").alias("i_owner"), F.col("i_lines").alias("n_records"),
+        F.col("i_min_offset").alias("min_record_offset"))
+    is_v2 = F.col("i_v2") == 1
+    from_lines = lines.join(records.withColumnRenamed("i_owner", "item"), [*key, "item"], "left").select(
+        *key, "rel", "snapshot", "broker", "r_topic", "r_partition",
+        F.col("i_line").alias("line_number"), F.col("i_line").alias("pos"),
+        F.when(is_v2, F.col("i_base")).otherwise(F.col("min_record_offset")).alias("base_offset"),
+        F.when(is_v2, F.col("i_last")).otherwise(F.col("i_min_offset")).alias("last_offset"),
+        F.when(is_v2, F.col("i_epoch")).otherwise(F.lit(-1)).alias("epoch"),
+        F.col("i_crc").alias("crc"),
+        F.coalesce(F.col("i_count"), F.col("n_records")).alias("count_known"),
+        F.col("i_valid").cast("boolean").alias("is_valid"), F.col("i_control").cast("boolean").alias("is_control"),
+        F.col("i_txn").cast("boolean").alias("is_transactional"), F.col("i_magic").alias("magic"),
+        F.col("i_compressed").cast("boolean").alias("compressed"),
         F.when(is_v2, F.lit("v2")).otherwise(F.lit("legacy")).alias("origin"),
     )
-    rebuilt = ok.filter(F.col("kind").isin(*g.REBUILT_KINDS)).groupBy(
-        "file_id", "section_pos", "f_position", *_replica_cols(), "rel", "segment_base_offset").agg(
-        F.min(position()).alias("pos"),
-        F.min("line_number").alias("line_number"),
-        F.min("f_offset").alias("base_offset"),
-        F.max("f_offset").alias("last_offset"),
-        F.count(F.lit(1)).alias("count_known"),
-        F.min(F.col("f_valid").cast("int")).cast("boolean").alias("is_valid"),
-        F.max("f_magic").alias("magic"),
-        F.max("f_codec").alias("codec"),
-    ).select(
-        "file_id", "section_pos", "pos", "snapshot", "broker", "topic", "partition", "rel", "line_number",
-        "segment_base_offset", "base_offset", "last_offset", F.lit(-1).alias("epoch"),
-        F.lit(None).cast(LongType()).alias("crc"), "count_known", "is_valid",
+    rebuilt = items.filter(F.col("item_kind") == "M").select(
+        *key, "rel", "snapshot", "broker", "r_topic", "r_partition",
+        F.col("i_line").alias("line_number"), F.col("i_line").alias("pos"),
+        F.col("i_min_offset").alias("base_offset"), F.col("i_max_offset").alias("last_offset"),
+        F.lit(-1).alias("epoch"), F.lit(None).cast(LongType()).alias("crc"),
+        F.col("i_lines").cast(LongType()).alias("count_known"), F.col("i_valid").cast("boolean").alias("is_valid"),
         F.lit(None).cast("boolean").alias("is_control"), F.lit(None).cast("boolean").alias("is_transactional"),
-        "magic", "codec", F.lit("rebuilt").alias("origin"),
+        F.col("i_magic").alias("magic"), F.col("i_compressed").cast("boolean").alias("compressed"),
+        F.lit("rebuilt").alias("origin"),
     )
-    both = from_lines.unionByName(rebuilt)
+    both = from_lines.unionByName(rebuilt).join(sections.select(*key, "segment_base_offset"), key, "left")
     # A compressed legacy wrapper printed shallow shows only its last offset: its base is
     # the offset after the previous batch of the section (or the segment base).
-    in_section = Window.partitionBy("file_id", "section_pos").orderBy("pos")
+    in_section = Window.partitionBy("file_id", "sec").orderBy("pos")
     prev_last = F.lag("last_offset").over(in_section)
-    single_wrapper = (F.col("origin") != "v2") & ~F.col("codec").isin(*UNCOMPRESSED) & (
+    single_wrapper = (F.col("origin") != "v2") & F.col("compressed") & (
         F.col("base_offset").isNull() | ((F.col("origin") == "rebuilt") & (F.col("count_known") == 1)))
     guessed = F.least(F.coalesce(prev_last + 1, F.col("segment_base_offset"), F.col("last_offset")), F.col("last_offset"))
-    base = (
-        F.when(single_wrapper, guessed)
-        .otherwise(F.coalesce(F.col("base_offset"), F.col("last_offset")))
-    )
-    shaped = both.withColumn("base_offset", base).select(
-        "snapshot", "broker", "topic", "partition", F.col("rel").alias("file"), "line_number",
-        "segment_base_offset", "base_offset", "last_offset", F.col("epoch").cast(IntegerType()).alias("epoch"),
-        "crc",
-        F.coalesce(F.col("count_known"), F.col("last_offset") - F.col("base_offset") + 1).cast(LongType()).alias("record_count"),
+    base = F.when(single_wrapper, guessed).otherwise(F.coalesce(F.col("base_offset"), F.col("last_offset")))
+    return both.withColumn("base_offset", base).select(
+        "snapshot", "broker", F.col("r_topic").alias("topic"), F.col("r_partition").alias("partition"),
+        F.col("rel").alias("file"), "line_number", "sec", "base_offset", "last_offset",
+        F.col("epoch").cast(IntegerType()).alias("epoch"), "crc",
+        F.coalesce(F.col("count_known"), F.col("last_offset") - F.col("base_offset") + 1).cast(LongType())
+        .alias("record_count"),
         "is_valid", "is_control", "is_transactional", "magic", "origin",
     )
-    return shaped
 
 
 def dedupe_batches(batches: DataFrame) -> DataFrame:
@@ -319,21 +352,6 @@ def dedupe_batches(batches: DataFrame) -> DataFrame:
         .filter(F.col("_n") == 1)
         .drop("_n")
     )
-
-
-def _segments(lines: DataFrame) -> DataFrame:
-    """One row per dumped ``.log`` section of each file, with invalid trailing bytes
-    (:func:`dedupe_segments` keeps one per segment of a replica)."""
-    in_log = lines.filter(
-        (F.col("skind") == "log") & F.col("section_problem").isNull() & F.col("r_topic").isNotNull())
-    per_section = in_log.groupBy(
-        "file_id", "section_pos", *_replica_cols(), "rel", "segment_base_offset", "section_line").agg(
-        F.sum(F.when(F.col("kind") == "invalid_bytes", F.col("f_number"))).alias("invalid_bytes"),
-        F.count(F.when(F.col("kind").isin(*g.BATCH_KINDS, *g.REBUILT_KINDS), 1)).alias("n_batch_lines"),
-    ).filter(F.col("section_pos").isNotNull() | (F.col("n_batch_lines") > 0) | F.col("invalid_bytes").isNotNull())
-    return per_section.select(
-        "snapshot", "broker", "topic", "partition", F.col("rel").alias("file"),
-        F.col("section_line").alias("line_number"), "segment_base_offset", "invalid_bytes")
 
 
 def dedupe_segments(shaped: DataFrame) -> DataFrame:

@@ -36,9 +36,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 
+from auditor.compare.drill import BatchSource
 from auditor.errors import InputError
 from auditor.ingest.discovery import InputFile, root_entries, snapshot_roots
 from auditor.ingest.etcd_wal import read_wal_records
@@ -46,6 +47,7 @@ from auditor.ingest.lines import LINE_COUNTS, line_counts
 from auditor.ingest.model import ERRORS_SCHEMA, SEGMENTS_DDL, TOPICS_DDL, Snapshot, offsets_ddl
 from auditor.materialise import materialise
 from auditor.spark import local_frame
+from auditor.summarise.scan import summarise_batches
 
 TOPIC, PARTITION = "etcd", 0
 MEMBER_DIR = re.compile(r"^member=(?P<name>.+)$")
@@ -249,9 +251,10 @@ def load_etcd(spark: SparkSession, path: str, snapshot: str | None, default_snap
         "batches": batches, "hwm": hwm, "log_start": log_start, "wal_problems": wal_problems,
         "parse_errors": problems.unionByName(record_errors), "accounting": accounting, "replicas": replicas,
     }, work_dir, "snapshot")
+    summaries = materialise({"summaries": summarise_batches(parsed["batches"])}, work_dir, "summaries")["summaries"]
     return Snapshot(
         format="etcd", root=found.root, snapshots=found.snapshots, work_dir=work_dir,
-        batches=parsed["batches"], hwm=parsed["hwm"], log_start=parsed["log_start"],
+        source=BatchSource(stored=parsed["batches"]), summaries=summaries, hwm=parsed["hwm"], log_start=parsed["log_start"],
         parse_errors=parsed["parse_errors"], accounting=parsed["accounting"], replicas=parsed["replicas"],
         epoch_cache=local_frame(spark, [], "snapshot timestamp, topic string, partition int, replica int, "
                                            "epoch int, start_offset bigint, file string"),

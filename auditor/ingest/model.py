@@ -45,7 +45,10 @@ class Snapshot:
     """Parsed inputs of one audit: DataFrames plus what the file walk found.
 
     Attributes:
-        batches: one row per batch of each replica's log (``replica`` = broker id).
+        summaries: one row per file, section, window and epoch of each replica's batches
+            (:mod:`auditor.summarise`): what the audit compares first.
+        source: where the batches themselves are read when they are needed
+            (:class:`auditor.compare.drill.BatchSource`); :attr:`batches` reads them all.
         epoch_cache: entries of usable ``leader-epoch-checkpoint`` files.
         hwm: each replica's ``replication-offset-checkpoint`` entry, as written.
         metadata: partition lines of ``topics-describe.txt``.
@@ -61,7 +64,8 @@ class Snapshot:
     format: str
     root: str
     snapshots: list[datetime]
-    batches: DataFrame
+    summaries: DataFrame
+    source: Any
     epoch_cache: DataFrame
     hwm: DataFrame
     metadata: DataFrame
@@ -83,3 +87,12 @@ class Snapshot:
     #: an incremental run: which dump files it read from the store and which it parsed
     #: (:class:`auditor.ingest.snapshot.Reuse`).
     store: Any = None
+    #: dumps: each file section's segment (``file_id, sec, file, segment_base_offset``).
+    sections: DataFrame | None = None
+
+    @property
+    def batches(self) -> DataFrame:
+        """One row per batch of each replica's log (``replica`` = broker id), repeated
+        batches merged (SPEC 7). For dumps this reads every dump file again: the audit
+        itself reads batches only where summaries differ."""
+        return self.source.all_batches()  # type: ignore[no-any-return]

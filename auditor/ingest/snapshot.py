@@ -19,15 +19,17 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from auditor.compare.drill import BatchSource, DumpFiles
 from auditor.errors import UsageError
 from auditor.ingest import discovery as d
 from auditor.ingest.checkpoints import parse_checkpoints
 from auditor.ingest.describe import parse_describe
-from auditor.ingest.dumps import dedupe_batches, dedupe_segments, parse_dumps
-from auditor.ingest.lines import LINE_COUNTS, line_counts, read_small_files, read_text_lines
+from auditor.ingest.dumps import dedupe_segments
+from auditor.ingest.lines import LINE_COUNTS, line_counts, read_small_files
 from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, Snapshot
 from auditor.materialise import materialise, new_work_dir
 from auditor.spark import local_frame
+from auditor.summarise.scan import SCAN_COLUMNS, pending_summaries, scan_dumps, split_scan
 
 FILES_SCHEMA = StructType([
     StructField("file_id", IntegerType(), False), StructField("rel", StringType(), False),
@@ -92,91 +94,81 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
     dump_files = [(i, f) for i, f in indexed if f.kind == d.DUMP]
     other_files = [(i, f) for i, f in indexed if f.kind != d.DUMP]
     reuse = Reuse(spark, store, dump_files) if store is not None else None
-    if reuse is not None:
-        dump_files = reuse.to_parse
+    to_scan = reuse.to_parse if reuse is not None else dump_files
+    dump_frame = files.filter(F.col("kind") == d.DUMP).select("file_id", "rel", "snapshot", "broker", "topic",
+                                                             "partition")
 
-    # Cut point 1 (one job): every input line read once, numbered, dump lines cut to fields.
-    dumps = parse_dumps(
-        read_text_lines(spark, dump_files),
-        files.filter(F.col("kind") == d.DUMP).select("file_id", "rel", "snapshot", "broker", "topic", "partition"),
-        work_dir,
-        also={"small": read_small_files(spark, other_files)},
-    )
-    small = dumps.extra["small"]
+    small = read_small_files(spark, other_files)
     small_files = files.filter(F.col("kind") != d.DUMP)
     checkpoint_files = small_files.filter(F.col("kind") != d.DESCRIBE)
     cps = parse_checkpoints(
         small.join(checkpoint_files.select("file_id"), "file_id"),
         checkpoint_files.select("file_id", "kind", "rel", "snapshot", "broker", "log_dir", "topic", "partition"),
     )
-    entries = cps.entries.withColumnRenamed("broker", "replica")
     describe_files = small_files.filter(F.col("kind") == d.DESCRIBE)
     desc = parse_describe(
         small.join(describe_files.select("file_id"), "file_id"),
         describe_files.select("file_id", "rel", "snapshot", "broker"),
     )
-
-    line_dispositions = dumps.lines.unionByName(cps.lines).unionByName(desc.lines)
-    counts = line_counts(line_dispositions)
-    batches, segments = dumps.batches, dumps.segments
-    store_frames: dict[str, DataFrame] = {}
-    if reuse is not None:
-        counts = counts.unionByName(reuse.rows("store_accounting").select("file_id", *LINE_COUNTS))
-        batches = dedupe_batches(dumps.file_batches.unionByName(reuse.rows("store_batches").select(  # type: ignore[union-attr]
-            "snapshot", "broker", "topic", "partition", F.col("rel").alias("file"), *STORED_BATCH)))
-        segments = dedupe_segments(dumps.file_segments.unionByName(reuse.rows("store_segments").select(  # type: ignore[union-attr]
-            "snapshot", "broker", "topic", "partition", F.col("rel").alias("file"), *STORED_SEGMENT)))
-        store_frames = reuse.new_rows(dumps)
-    accounting = files.join(counts, "file_id", "left").select("file_id", "rel", "kind", "broker", "size",
-             *[F.coalesce(F.col(c), F.lit(0)).alias(c) for c in
-               ("lines", "lines_parsed", "lines_skipped", "lines_quarantined")])
-
-    problems = local_frame(
-        spark,
-        [(p.snapshot, p.broker, p.rel, None, 0, None, p.error) for p in found.problems], ERRORS_SCHEMA)
-    line_errors = line_dispositions.filter(F.col("disposition") == "quarantined").select(
-        "snapshot", "broker", F.col("rel").alias("file"), "line_number",
-        F.lit(None).cast(LongType()).alias("byte_offset"), F.col("shown").alias("line"), "error")
-    if reuse is not None:
-        line_errors = line_errors.unionByName(reuse.rows("store_errors").select(
-            "snapshot", "broker", F.col("rel").alias("file"), "line_number", "byte_offset", "line", "error"))
-
-    # Cut point 2 (one job): the parsed tables read straight from the stored lines.
-    parsed = materialise({
-        "batches": batches.withColumnRenamed("broker", "replica"),
-        "segments": segments.withColumnRenamed("broker", "replica"),
-        "entries": entries,
+    # Cut point 1 (one job): every dump line read once into the scan's aggregate, and the
+    # small files parsed.
+    first = materialise({
+        "scan": scan_dumps(spark, to_scan, dump_frame),
+        "entries": cps.entries.withColumnRenamed("broker", "replica"),
         "checkpoint_files": cps.files,
         "metadata": desc.metadata,
         "topics": desc.topics,
+        "small_lines": cps.lines.unionByName(desc.lines),
+    }, work_dir, "scan")
+    scan = first["scan"]
+    store_frames: dict[str, DataFrame] = {}
+    if reuse is not None:
+        store_frames = reuse.new_rows(scan)
+        scan = scan.unionByName(reuse.rows())
+    parts = split_scan(scan, dump_frame)
+    small_lines = first["small_lines"]
+    counts = parts.accounting.unionByName(line_counts(small_lines))
+    accounting = files.join(counts, "file_id", "left").select("file_id", "rel", "kind", "broker", "size",
+             *[F.coalesce(F.col(c), F.lit(0)).alias(c) for c in LINE_COUNTS])
+    problems = local_frame(
+        spark,
+        [(p.snapshot, p.broker, p.rel, None, 0, None, p.error) for p in found.problems], ERRORS_SCHEMA)
+    small_errors = small_lines.filter(F.col("disposition") == "quarantined").select(
+        "snapshot", "broker", F.col("rel").alias("file"), "line_number",
+        F.lit(None).cast(LongType()).alias("byte_offset"), F.col("shown").alias("line"), "error")
+    segments = dedupe_segments(parts.sections.filter("is_segment").select(
+        "snapshot", F.col("replica").alias("broker"), "topic", "partition", "file", "line_number",
+        "segment_base_offset", "invalid_bytes")).withColumnRenamed("broker", "replica")
+    entries = first["entries"]
+    replicas = _replicas(files, segments, first["checkpoint_files"])
+    # Cut point 2 (one job): the parsed tables, from the stored scan rows.
+    parsed = materialise({
         "accounting": accounting,
-        "parse_errors": problems.unionByName(line_errors),
-        **store_frames,
-    }, work_dir, "snapshot")
-    for name in store_frames:
-        parsed.pop(name)
-    entries = parsed.pop("entries")
-    replicas = _replicas(files, parsed["segments"], parsed.pop("checkpoint_files"))
-    # Cut point 3 (one job): what each replica has, joined from the stored tables.
-    per_replica = materialise({
+        "parse_errors": problems.unionByName(parts.errors).unionByName(small_errors),
+        "sections": parts.sections.select("file_id", "sec", "file", "segment_base_offset"),
+        "segments": segments,
+        "summaries": parts.summaries.unionByName(pending_summaries(parts.items, parts.sections)),
         "replicas": replicas,
         "epoch_cache": entries.filter(F.col("kind") == d.LEADER_EPOCH).select(
             *REPLICA, "epoch", F.col("offset").alias("start_offset"), F.col("rel").alias("file")),
         "hwm": _per_replica(replicas, entries, d.HWM, "high_watermark"),
         "log_start": _per_replica(replicas, entries, d.LOG_START, "log_start_offset"),
         "recovery_point": _per_replica(replicas, entries, d.RECOVERY_POINT, "recovery_point"),
-    }, work_dir, "replicas")
+        **store_frames,
+    }, work_dir, "snapshot")
+    for name in store_frames:
+        parsed.pop(name)
+    sections = parsed.pop("sections")
+    source = BatchSource(dumps=DumpFiles(spark, dump_files, dump_frame, sections), work_dir=work_dir)
     return Snapshot(
         format="kafka", root=found.root, snapshots=found.snapshots, work_dir=work_dir,
-        files_read=len(found.files), files_skipped=found.skipped, **parsed, **per_replica,
+        files_read=len(found.files), files_skipped=found.skipped, source=source, sections=sections,
+        metadata=first["metadata"], topics=first["topics"], **parsed,
         files_parsed=len(found.files) - (len(reuse.reused) if reuse is not None else 0),
         store=reuse,
     )
 
 
-STORED_BATCH = ("line_number", "segment_base_offset", "base_offset", "last_offset", "epoch", "crc",
-                "record_count", "is_valid", "is_control", "is_transactional", "magic", "origin")
-STORED_SEGMENT = ("line_number", "segment_base_offset", "invalid_bytes")
 class Reuse:
     """Which dump files an incremental run reads from the store and which it parses."""
 
@@ -200,33 +192,21 @@ class Reuse:
             first.setdefault(self.fingerprints[i].fp, i)
         self.keepers = [(i, f) for i, f in self.to_parse if first[self.fingerprints[i].fp] == i]
         self.wanted = local_frame(spark, [
-            (self.fingerprints[i].fp, have[self.fingerprints[i].fp], i, f.rel, f.snapshot, f.broker)
-            for i, f in self.reused], "fp string, writer string, file_id int, rel string, snapshot timestamp, broker int")
+            (self.fingerprints[i].fp, have[self.fingerprints[i].fp], i)
+            for i, f in self.reused], "fp string, writer string, file_id int")
 
-    def rows(self, table: str) -> DataFrame:
-        """``table``'s stored rows of the reused files, with their file's id, path, snapshot
-        and broker in this run."""
+    def rows(self) -> DataFrame:
+        """The stored scan rows of the reused files, with their file's id in this run."""
         from auditor.sinks import store as st
 
-        return st.read_rows(self.spark, self.out, table, self.cluster, self.wanted)
+        return st.read_rows(self.spark, self.out, "store_scan", self.cluster, self.wanted).select(*SCAN_COLUMNS)
 
-    def new_rows(self, dumps: object) -> dict[str, DataFrame]:
-        """What this run parsed, per file, shaped as the store keeps it (``store_*`` frames)."""
-        fps = local_frame(self.spark, [(i, f.rel, self.fingerprints[i].fp) for i, f in self.keepers],
-                          "file_id int, rel string, fp string")
-        by_rel = F.broadcast(fps.select(F.col("rel").alias("file"), "fp"))
-        lines = dumps.lines  # type: ignore[attr-defined]
-        return {
-            "store_batches": dumps.file_batches.join(by_rel, "file").select(  # type: ignore[attr-defined]
-                "fp", "topic", "partition", *STORED_BATCH),
-            "store_segments": dumps.file_segments.join(by_rel, "file").select(  # type: ignore[attr-defined]
-                "fp", "topic", "partition", *STORED_SEGMENT),
-            "store_accounting": line_counts(lines).join(F.broadcast(fps), "file_id").select("fp", *LINE_COUNTS),
-            "store_errors": lines.filter(F.col("disposition") == "quarantined").join(
-                F.broadcast(fps.select("file_id", "fp")), "file_id").select(
-                "fp", "line_number", F.lit(None).cast(LongType()).alias("byte_offset"),
-                F.col("shown").alias("line"), "error"),
-        }
+    def new_rows(self, scan: DataFrame) -> dict[str, DataFrame]:
+        """What this run parsed, per file, shaped as the store keeps it."""
+        fps = local_frame(self.spark, [(i, self.fingerprints[i].fp) for i, _ in self.keepers],
+                          "file_id int, fp string")
+        return {"store_scan": scan.join(F.broadcast(fps), "file_id").select("fp", *[
+            c for c in SCAN_COLUMNS if c != "file_id"])}
 
 
 def _replicas(files: DataFrame, segments: DataFrame, cp_files: DataFrame) -> DataFrame:

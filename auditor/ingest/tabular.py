@@ -25,12 +25,21 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from auditor.compare.drill import BatchSource
 from auditor.errors import InputError
 from auditor.ingest.discovery import parse_snapshot_label
 from auditor.ingest.lines import LINE_COUNTS, line_counts, number_lines, read_text_lines
-from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, SEGMENTS_DDL, TOPICS_DDL, Snapshot, offsets_ddl
+from auditor.ingest.model import (
+    ERRORS_SCHEMA,
+    REPLICA,
+    SEGMENTS_DDL,
+    TOPICS_DDL,
+    Snapshot,
+    offsets_ddl,
+)
 from auditor.materialise import materialise
 from auditor.spark import local_frame
+from auditor.summarise.scan import summarise_batches
 
 I, L, S, T = IntegerType(), LongType(), StringType(), TimestampType()
 
@@ -233,7 +242,10 @@ def load_tables(spark: SparkSession, path: str, snapshot: str | None,
         "parse_errors": parse_errors.unionByName(local_frame(spark, [], ERRORS_SCHEMA)),
         "replicas": replicas, "accounting": accounting,
     }, work_dir, "snapshot")
+    stored = parsed.pop("batches")
+    summaries = materialise({"summaries": summarise_batches(stored)}, work_dir, "summaries")["summaries"]
     return Snapshot(
+        source=BatchSource(stored=stored), summaries=summaries,
         format="table", root=str(root), snapshots=snapshots or [label], work_dir=work_dir,
         segments=local_frame(spark, [], SEGMENTS_DDL), log_start=local_frame(spark, [], offsets_ddl("log_start_offset")),
         recovery_point=local_frame(spark, [], offsets_ddl("recovery_point")),

@@ -17,9 +17,11 @@ def compared_batches(batches: DataFrame, pairs: DataFrame, own: str, other: str)
     """Each batch of replica ``own`` next to the batch replica ``other`` holds at its base.
 
     Args:
-        batches: all batches (``replica``, ``base_offset``, ``last_offset``, ``epoch``, ``crc``).
+        batches: the batches (``replica``, ``base_offset``, ``last_offset``, ``epoch``, ``crc``
+            and, when ``pairs`` has it, ``win``).
         pairs: ``PARTITION + [own, other, "lso", "hmax", "compacted"]``: ``lso`` is the
-            higher log start offset of the two replicas, ``hmax`` the higher HWM.
+            higher log start offset of the two replicas, ``hmax`` the higher HWM; with a
+            ``win`` column, only those windows of ``own`` are compared (one row per window).
 
     Returns:
         One row per batch of ``own`` and batch of ``other`` at the same base (or none):
@@ -27,10 +29,11 @@ def compared_batches(batches: DataFrame, pairs: DataFrame, own: str, other: str)
         in_scope``. ``in_scope``: the batch reaches ``lso``, and on compacted topics it
         reaches ``hmax`` (below it each replica's cleaner works on its own).
     """
+    by_window = ["win"] if "win" in pairs.columns else []
     mine = batches.select(
         *PARTITION, F.col("replica").alias(own), F.col("base_offset").alias("base"),
-        F.col("last_offset").alias("last"), "epoch", "crc",
-    ).join(pairs, [*PARTITION, own])
+        F.col("last_offset").alias("last"), "epoch", "crc", *by_window,
+    ).join(pairs, [*PARTITION, own, *by_window])
     theirs = batches.select(
         *PARTITION, F.col("replica").alias(other), F.col("base_offset").alias("base"),
         F.col("last_offset").alias("o_last"), F.col("epoch").alias("o_epoch"), F.col("crc").alias("o_crc"))

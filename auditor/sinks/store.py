@@ -12,11 +12,10 @@ parsed again; a file gone from the input is simply not used.
 Tables (Delta, partitioned by ``cluster``; a row carries the ``fp`` of its file and the
 ``writer`` run that parsed it):
 
-- ``store_batches``: the file's batches (SPEC 3.1, before two dumps of one segment are
-  merged: that happens in every run over the files it uses);
-- ``store_segments``: the file's ``.log`` sections with their invalid trailing bytes;
-- ``store_accounting``: the file's line counts (read, parsed, skipped, quarantined);
-- ``store_errors``: its quarantined lines (as ``parse_errors`` stores them);
+- ``store_scan``: the rows the scan made of the file (:mod:`auditor.summarise.scan`): its
+  summaries per section, window and epoch, its sections, its line counts, its quarantined
+  lines (as ``parse_errors`` stores them) and the lines of its old-format batches. Batches
+  themselves are not kept: a drill-down re-reads the file, which is in the snapshot;
 - ``store_files``: one row per fingerprint and run that used it, written **last**: a
   fingerprint counts only through a ``store_files`` row, and only the rows its ``writer``
   wrote count. A run killed while writing leaves rows no ``store_files`` row names, never
@@ -44,27 +43,23 @@ from typing import Any
 
 import pyarrow as pa
 
-
 EDGE = 1024
 #: files removed from a store table stay on disk this long (a running audit may be reading them)
 VACUUM_RETENTION_HOURS = 24
 #: a cluster's store files of one table are compacted when there are more than this many
 COMPACT_ABOVE_FILES = 64
 STORE_DIR = os.path.join("_auditor", "store")
-DATA_TABLES = ("store_batches", "store_segments", "store_accounting", "store_errors")
+DATA_TABLES = ("store_scan",)
+
+
+def _scan_ddl() -> str:
+    from auditor.summarise.scan import SCAN_DDL
+
+    return SCAN_DDL.split("file_id int, ", 1)[1]
+
 
 #: Spark DDL of each data table's columns in its Parquet files (``cluster`` is in the folder names).
-SCHEMAS = {
-    "store_batches": "fp string, writer string, topic string, partition int, line_number bigint, "
-                     "segment_base_offset bigint, base_offset bigint, last_offset bigint, epoch int, crc bigint, "
-                     "record_count bigint, is_valid boolean, is_control boolean, is_transactional boolean, "
-                     "magic int, origin string",
-    "store_segments": "fp string, writer string, topic string, partition int, line_number bigint, "
-                      "segment_base_offset bigint, invalid_bytes bigint",
-    "store_accounting": "fp string, writer string, lines bigint, lines_parsed bigint, lines_skipped bigint, "
-                        "lines_quarantined bigint",
-    "store_errors": "fp string, writer string, line_number bigint, byte_offset bigint, line string, error string",
-}
+SCHEMAS = {"store_scan": "fp string, writer string, " + _scan_ddl()}
 
 
 FILES_SCHEMA = pa.schema([

@@ -1,0 +1,1 @@
+"""Comparing replicas on their summaries, and reading batches only where that is not enough."""

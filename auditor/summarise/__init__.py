@@ -1,0 +1,1 @@
+"""Summarising each replica's log per window of offsets and per epoch, in the scan that reads it."""

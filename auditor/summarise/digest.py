@@ -1,0 +1,128 @@
+"""What a run of batches is summarised into, as Column builders (SPEC 4.4's comparisons done
+on summaries first; see docs/design.md "Summaries and drill-down").
+
+A replica's batches are summarised per **window** of offsets (the batch's base offset
+shifted right by :data:`WINDOW_BITS`) and per epoch, with sums that add up across files and
+windows:
+
+- counts, record counts, lowest base, highest base and last offset;
+- a **digest** of the multiset of ``(base, last, epoch, crc)``: the sum, modulo 2^64, of
+  two independent 64-bit hashes (xxHash64 with two seeds). Two windows with the same digest
+  hold the same batches (up to a collision of both hashes);
+- a **chain** sum, modulo 2^64, of ``G(base) - G(last + 1)`` for two independent hashes G.
+  For batches that tile ``[a, b]`` with no gap, overlap or duplicate, every batch but the
+  first starts where another ends, so the sum telescopes to ``G(a) - G(b + 1)``; any gap,
+  overlap or repeated batch breaks that (each batch is an edge ``base -> last + 1`` going
+  forward, so balanced ends mean one path);
+- how many batches lack a CRC or are printed ``isvalid: false``.
+
+Every aggregate has a fixed-width buffer, so Spark aggregates with a hash map (a string or
+struct buffer would make it sort every row first).
+
+Sums modulo 2^64 are kept exactly as two BIGINT sums of 32-bit halves (ANSI mode raises on
+BIGINT overflow; a half-sum cannot overflow below 2^31 batches) and folded by :func:`fold`.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+#: A window holds the batches whose base offset is in ``[w * 2^16, (w + 1) * 2^16)``.
+WINDOW_BITS = 16
+SEED = 0x5EED  # the second hash: xxHash64 of the same values after this one
+
+LOW = 0xFFFFFFFF
+
+#: The summed columns (each a BIGINT sum) and what :func:`fold` turns them into.
+DIGEST_SUMS = ("d1_lo", "d1_hi", "d2_lo", "d2_hi")
+CHAIN_SUMS = ("c1_lo", "c1_hi", "c2_lo", "c2_hi")
+
+
+def window_of(base: Column) -> Column:
+    """The window of a batch with base offset ``base``."""
+    return F.shiftright(base, WINDOW_BITS)
+
+
+def _lo(h: Column) -> Column:
+    return h.bitwiseAND(F.lit(LOW))
+
+
+def _hi(h: Column) -> Column:
+    return F.shiftrightunsigned(h, 32)
+
+
+def _g1(x: Column) -> Column:
+    return F.xxhash64(x)
+
+
+def _g2(x: Column) -> Column:
+    return F.xxhash64(F.lit(SEED), x)
+
+
+def batch_terms(base: Column, last: Column, epoch: Column, crc: Column) -> dict[str, Column]:
+    """Per batch, the value each of :data:`DIGEST_SUMS` and :data:`CHAIN_SUMS` adds."""
+    d1 = F.xxhash64(base, last, epoch, crc)
+    d2 = F.xxhash64(F.lit(SEED), base, last, epoch, crc)
+    after = last + 1
+    return {
+        "d1_lo": _lo(d1), "d1_hi": _hi(d1), "d2_lo": _lo(d2), "d2_hi": _hi(d2),
+        "c1_lo": _lo(_g1(base)) - _lo(_g1(after)), "c1_hi": _hi(_g1(base)) - _hi(_g1(after)),
+        "c2_lo": _lo(_g2(base)) - _lo(_g2(after)), "c2_hi": _hi(_g2(base)) - _hi(_g2(after)),
+    }
+
+
+def summary_aggregates(base: Column, last: Column, epoch: Column, crc: Column, records: Column,
+                       is_valid: Column, when: Column | None = None) -> list[Column]:
+    """The aggregates of one summary row over the batches of a group (rows where ``when``
+    is false, or null, add nothing).
+
+    Columns: ``n, records, min_base, max_base, max_last, crcless, invalid`` and
+    the sums of :data:`DIGEST_SUMS` and :data:`CHAIN_SUMS`.
+    """
+    def only(c: Column) -> Column:
+        return c if when is None else F.when(when, c)
+
+    terms = batch_terms(base, last, epoch, crc)
+    return [
+        F.count(only(F.lit(1))).alias("n"),
+        F.sum(only(records)).alias("records"),
+        F.min(only(base)).alias("min_base"),
+        F.max(only(base)).alias("max_base"),
+        F.max(only(last)).alias("max_last"),
+        F.count(only(F.when(crc.isNull(), 1))).alias("crcless"),
+        F.count(only(F.when(is_valid == F.lit(False), 1))).alias("invalid"),
+        *[F.sum(only(v)).alias(k) for k, v in terms.items()],
+    ]
+
+
+def rollup(keys: list[str]) -> list[Column]:
+    """Aggregates that combine summary rows (of :func:`summary_aggregates`) into coarser ones."""
+    return [
+        F.sum("n").alias("n"), F.sum("records").alias("records"), F.min("min_base").alias("min_base"),
+        F.max("max_base").alias("max_base"), F.max("max_last").alias("max_last"),
+        F.sum("crcless").alias("crcless"), F.sum("invalid").alias("invalid"),
+        *[F.sum(k).alias(k) for k in (*DIGEST_SUMS, *CHAIN_SUMS)],
+    ]
+
+
+def fold(hi: Column, lo: Column) -> Column:
+    """``hi * 2^32 + lo`` modulo 2^64 as a BIGINT (its bit pattern), from exact sums."""
+    low = lo.bitwiseAND(F.lit(LOW))  # two's complement: lo modulo 2^32
+    high = (hi + F.shiftright(lo, 32)).bitwiseAND(F.lit(LOW))  # the arithmetic shift floors
+    return F.shiftleft(high, 32).bitwiseOR(low)
+
+
+def digest(prefix: str = "d") -> tuple[Column, Column]:
+    """The two folded digests of a summary row."""
+    return (fold(F.col(f"{prefix}1_hi"), F.col(f"{prefix}1_lo")), fold(F.col(f"{prefix}2_hi"), F.col(f"{prefix}2_lo")))
+
+
+def is_chain() -> Column:
+    """The batches of a summary row tile ``[min_base, max_last]`` with no gap, overlap or
+    repeated batch (both chain hashes agree)."""
+    a, b = F.col("min_base"), F.col("max_last") + 1
+    e1 = fold(_hi(_g1(a)) - _hi(_g1(b)), _lo(_g1(a)) - _lo(_g1(b)))
+    e2 = fold(_hi(_g2(a)) - _hi(_g2(b)), _lo(_g2(a)) - _lo(_g2(b)))
+    c1, c2 = digest("c")
+    return (F.col("n") > 0) & (c1 == e1) & (c2 == e2)

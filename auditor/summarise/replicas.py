@@ -1,0 +1,112 @@
+"""From summary rows to each replica's facts (SPEC 2, 4.1, 6.1 ``epoch_lineage``).
+
+Summary rows (one per file, section, window and epoch: :mod:`auditor.summarise.scan`) are
+rolled up per replica and window (what replicas are compared on), per replica and epoch,
+and per replica. A replica is **regular** when its batches tile ``[first base, last
+offset]`` with no gap, overlap or repeated batch (the chain sums of the whole log and of
+every epoch telescope), its epochs (those >= 0) start in increasing order, and no batch is
+printed ``isvalid: false``. For a regular replica every per-replica fact follows from the
+per-epoch rows: each epoch is one contiguous run (its ``epoch_lineage`` row), Kafka's
+``assign`` over its batches keeps one entry per epoch at the epoch's first base (the
+rebuilt cache), and there is no gap, overlap, regression or corrupt batch to report. The
+other replicas are read batch by batch (:mod:`auditor.compare.drill`).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from auditor.summarise.digest import digest, is_chain, rollup
+
+KEY = ["snapshot", "topic", "partition", "replica"]
+
+
+def window_summaries(summaries: DataFrame) -> DataFrame:
+    """Per replica and window: the rolled-up summary and its two digests ``d1, d2``."""
+    rolled = summaries.groupBy(*KEY, "win").agg(*rollup([*KEY, "win"]))
+    d1, d2 = digest()
+    return rolled.select(*KEY, "win", "n", "records", "min_base", "max_base", "max_last", "crcless", "invalid",
+                         d1.alias("d1"), d2.alias("d2"))
+
+
+def epoch_summaries(summaries: DataFrame) -> DataFrame:
+    """Per replica and epoch: ``n, records, min_base, max_base, max_last`` and whether the
+    epoch's batches form one contiguous run (``is_run``)."""
+    rolled = summaries.groupBy(*KEY, "epoch").agg(*rollup([*KEY, "epoch"]))
+    return rolled.select(*KEY, "epoch", "n", "records", "min_base", "max_base", "max_last",
+                         is_chain().alias("is_run"))
+
+
+def replica_summaries(summaries: DataFrame, epochs: DataFrame) -> DataFrame:
+    """Per replica with batches: ``n, records, min_base, max_last``, ``epochless`` (no batch
+    has an epoch) and ``regular``."""
+    rolled = summaries.groupBy(*KEY).agg(*rollup(KEY))
+    ordered = Window.partitionBy(*KEY).orderBy("epoch")
+    per_epoch = epochs.select(
+        *KEY, "epoch", "is_run",
+        # epochs >= 0 must start in the order of their numbers (no regression)
+        F.when(F.col("epoch") >= 0, F.lag(F.when(F.col("epoch") >= 0, F.col("min_base"))).over(ordered)
+               < F.col("min_base")).alias("_after"),
+        F.when(F.col("epoch") >= 0, F.lag(F.when(F.col("epoch") >= 0, F.col("epoch"))).over(ordered)).alias("_prev"),
+    ).groupBy(*KEY).agg(
+        F.min(F.col("is_run").cast("int")).alias("_runs"),
+        F.min(F.when(F.col("_prev").isNotNull(), F.col("_after").cast("int"))).alias("_ordered"),
+        F.max("epoch").alias("_max_epoch"),
+    )
+    return rolled.join(per_epoch, KEY, "left").select(
+        *KEY, "n", "records", "min_base", "max_last", "invalid", "crcless",
+        (F.col("_max_epoch") < 0).alias("epochless"),
+        (is_chain() & (F.col("_runs") == 1) & F.coalesce(F.col("_ordered") == 1, F.lit(True))
+         & (F.col("invalid") == 0)).alias("regular"),
+    )
+
+
+def offsets(replicas: DataFrame, segments: DataFrame, log_start: DataFrame) -> DataFrame:
+    """LEO, log start offset and counts per replica with batches or segments (SPEC 2), as
+    :func:`auditor.semantics.lineage.replica_offsets` computes them from batches.
+
+    ``batch_count`` and ``record_count`` count repeated batches of an irregular replica
+    more than once: the drill-down replaces them (:func:`with_drilled_counts`).
+    """
+    per_segment = segments.groupBy(*KEY).agg(
+        F.max("segment_base_offset").alias("_max_seg"), F.min("segment_base_offset").alias("_min_seg"))
+    return (
+        replicas.select(*KEY, "n", "records", "min_base", "max_last")
+        .join(per_segment, KEY, "full")
+        .join(log_start, KEY, "left")
+        .select(
+            *KEY,
+            F.greatest(F.col("max_last") + 1, F.col("_max_seg")).alias("log_end_offset"),
+            F.coalesce(F.col("log_start_offset"), F.col("_min_seg"), F.col("min_base")).alias("log_start_offset"),
+            F.coalesce(F.col("n"), F.lit(0)).cast("bigint").alias("batch_count"),
+            F.coalesce(F.col("records"), F.lit(0)).cast("bigint").alias("record_count"),
+        )
+    )
+
+
+def regular_lineage(epochs: DataFrame, replicas: DataFrame) -> DataFrame:
+    """``epoch_lineage`` rows (``source = log``) of the regular replicas: one run per epoch."""
+    regular = replicas.filter("regular").select(*KEY)
+    return epochs.join(regular, KEY).select(
+        *KEY, "epoch", F.col("min_base").alias("start_offset"), (F.col("max_last") + 1).alias("end_offset"),
+        F.col("n").alias("batch_count"))
+
+
+def regular_rebuilt_cache(epochs: DataFrame, replicas: DataFrame) -> DataFrame:
+    """The cache Kafka rebuilds from the log of each regular replica: each epoch (>= 0) at
+    its first base offset."""
+    regular = replicas.filter("regular").select(*KEY)
+    return epochs.filter(F.col("epoch") >= 0).join(regular, KEY).select(
+        *KEY, "epoch", F.col("min_base").alias("start_offset"))
+
+
+def segment_ends(summaries: DataFrame, sections: DataFrame | None) -> DataFrame:
+    """Per replica and dumped segment: the offset after its last batch (``after_last``), for
+    the trailing-bytes case of ``CORRUPT_BATCH``. Dump sections only (``sections``:
+    ``file_id, sec, segment_base_offset``)."""
+    if sections is None:
+        return summaries.select(*KEY, F.lit(None).cast("bigint").alias("segment_base_offset"),
+                                F.lit(None).cast("bigint").alias("after_last")).filter(F.lit(False))
+    return summaries.join(sections.select("file_id", "sec", "segment_base_offset"), ["file_id", "sec"]).groupBy(
+        *KEY, "segment_base_offset").agg((F.max("max_last") + 1).alias("after_last"))

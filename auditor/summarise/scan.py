@@ -1,0 +1,207 @@
+"""The scan: every dump line read once, in the task that reads it, into one aggregate.
+
+:func:`scan_dumps` reads the dump files whole (:mod:`auditor.ingest.wholefile`), classifies
+each line (:mod:`auditor.ingest.dumps`), and groups the lines by
+``(file_id, sec, win, epoch, item_kind, item)``:
+
+- a v2 batch line adds to its ``(file, section, window, epoch)`` summary
+  (:mod:`auditor.summarise.digest`);
+- a quarantined line is its own group (``item_kind = 'E'``, ``item`` = its line): its error;
+- the lines of an old-format batch are their own groups (``B``, ``R``, ``M``; see
+  :mod:`auditor.ingest.dumps`), turned into batches after the scan;
+- every line adds to its group's line counts, and headers, ``Starting offset:`` and
+  ``Found N invalid bytes`` lines to its section's facts.
+
+Aggregating map-side first, the only shuffle moves one row per group: a handful per file.
+:func:`split_scan` then derives, from those stored rows, the per-file accounting, the
+``parse_errors`` rows, the sections (segments) and the summaries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType
+
+from auditor.ingest import dump_grammar as g
+from auditor.ingest.discovery import InputFile
+from auditor.ingest.dumps import (
+    _with_replica,
+    classified_lines,
+    is_direct_v2_batch,
+    item_aggregates,
+    pending_batches,
+    pending_item,
+    shown_line,
+)
+from auditor.ingest.wholefile import read_dump_lines
+from auditor.summarise.digest import rollup, summary_aggregates, window_of
+
+#: The scan's group key. Header lines (``H``) and quarantined lines (``E``) are groups of
+#: their own, so their text (the header's facts, the error and the line shown) is part of
+#: the key: every aggregate then has a fixed-width buffer and Spark aggregates with a hash
+#: map instead of sorting every line.
+SCAN_KEY = ("file_id", "sec", "win", "epoch", "item_kind", "item", "skind", "h_topic", "error", "e_kind", "e_meta")
+
+#: The scan's rows (what the incremental store keeps per dump file, ``file_id`` aside).
+SCAN_DDL = (
+    "file_id int, sec int, win bigint, epoch int, item_kind string, item bigint, skind string, h_topic string, "
+    "error string, e_kind string, e_meta string, lines bigint, lines_parsed bigint, lines_skipped bigint, lines_quarantined bigint, "
+    "sec_line bigint, h_partition int, header_base bigint, start_line_offset bigint, invalid_bytes bigint, "
+    "batch_lines bigint, "
+    "n bigint, records bigint, min_base bigint, max_base bigint, max_last bigint, crcless bigint, invalid bigint, "
+    "d1_lo bigint, d1_hi bigint, d2_lo bigint, d2_hi bigint, c1_lo bigint, c1_hi bigint, c2_lo bigint, c2_hi bigint, "
+    "i_lines bigint, i_line bigint, i_min_offset bigint, i_max_offset bigint, i_v2 int, i_base bigint, "
+    "i_last bigint, i_count bigint, i_epoch int, i_crc bigint, i_valid int, i_control int, i_txn int, i_magic int, "
+    "i_number bigint, i_length int, i_clean int, i_compressed int")
+SCAN_COLUMNS = tuple(part.strip().split(" ", 1)[0] for part in SCAN_DDL.split(", "))
+
+#: A summary row: one replica's batches of one file, section, window and epoch.
+SUMMARY_KEY = ("snapshot", "replica", "topic", "partition", "file", "file_id", "sec", "win", "epoch")
+
+
+def keyed_lines(spark: SparkSession, dump_files: Sequence[tuple[int, InputFile]], files: DataFrame,
+                limit: int | None = None, with_v2: bool = False) -> DataFrame:
+    """Every dump line, classified and judged, with the scan's group key (:data:`SCAN_KEY`);
+    ``with_v2``: v2 batch lines are items too (``V``, for the drill-down)."""
+    rows = classified_lines(read_dump_lines(spark, dump_files, limit), files)
+    kind, item = pending_item(with_v2)
+    v2 = is_direct_v2_batch() if not with_v2 else F.lit(False)
+    quarantined = F.col("error").isNotNull()
+    header = F.col("kind") == "header"
+    return rows.select(
+        "*",
+        F.when(v2, window_of(F.col("f_base"))).alias("win"),
+        F.when(v2, F.col("f_epoch")).alias("epoch"),
+        F.when(quarantined, F.lit("E")).when(header, F.lit("H")).otherwise(kind).alias("item_kind"),
+        F.when(quarantined | header, F.col("line_number")).otherwise(item).alias("item"),
+    ).withColumn("skind", F.when(header, F.col("skind"))).withColumn("h_topic", F.when(header, F.col("h_topic"))) \
+        .withColumn("e_kind", F.when(quarantined, F.col("kind")))
+
+
+def scan_dumps(spark: SparkSession, dump_files: Sequence[tuple[int, InputFile]], files: DataFrame,
+               limit: int | None = None) -> DataFrame:
+    """The scan aggregate (one row per group of :data:`SCAN_KEY`; see the module docstring).
+
+    Args:
+        dump_files: ``(file_id, file)`` of the dump files.
+        files: ``file_id, rel, snapshot, broker, topic, partition`` of those files (small).
+        limit: files above this many bytes are read line by line (tests).
+    """
+    keyed = keyed_lines(spark, dump_files, files, limit)
+    kind, disp = F.col("kind"), F.col("disposition")
+    header = kind == "header"
+    v2 = is_direct_v2_batch()
+    types = _types()
+    aggregated = keyed.groupBy(*SCAN_KEY).agg(
+        F.count(F.lit(1)).alias("lines"),
+        F.count(F.when(disp == "parsed", 1)).alias("lines_parsed"),
+        F.count(F.when(disp == "skipped", 1)).alias("lines_skipped"),
+        F.count(F.when(disp == "quarantined", 1)).alias("lines_quarantined"),
+        # the section's facts (from its header line) and the lines that say where it starts
+        F.max(F.when(header, F.col("sec_line"))).alias("sec_line"),
+        F.max(F.when(header, F.col("h_partition"))).alias("h_partition"),
+        F.max(F.when(header, F.col("f_header_base"))).alias("header_base"),
+        F.min(F.when(kind == "segment_start", F.col("f_number"))).alias("start_line_offset"),
+        F.sum(F.when(kind == "invalid_bytes", F.col("f_number"))).alias("invalid_bytes"),
+        F.count(F.when(kind.isin(*g.BATCH_KINDS, *g.REBUILT_KINDS), 1)).alias("batch_lines"),
+        *summary_aggregates(F.col("f_base"), F.col("f_last"), F.col("f_epoch"), F.col("f_crc"),
+                            F.coalesce(F.col("f_count"), F.col("f_last") - F.col("f_base") + 1),
+                            F.col("f_valid"), when=v2),
+        *item_aggregates(),
+    )
+    return aggregated.select(*[F.col(c).cast(types[c]).alias(c) for c in SCAN_COLUMNS])
+
+
+def _types() -> dict[str, str]:
+    from pyspark.sql.types import _parse_datatype_string
+
+    schema = _parse_datatype_string(SCAN_DDL)
+    return {f.name: f.dataType.simpleString() for f in schema.fields}  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class ScanParts:
+    """What the stored scan rows hold, as frames over them."""
+
+    accounting: DataFrame  # file_id, lines, lines_parsed, lines_skipped, lines_quarantined
+    errors: DataFrame  # snapshot, broker, file, line_number, byte_offset, line, error
+    sections: DataFrame  # file_id, sec, snapshot, replica, topic, partition, file, line_number, segment_base_offset, invalid_bytes, in_log
+    summaries: DataFrame  # SUMMARY_KEY + the summary aggregates (v2 batches only)
+    items: DataFrame  # pending items with their file's and section's place
+
+
+def split_scan(scan: DataFrame, files: DataFrame) -> ScanParts:
+    """Derive the per-file, per-section and summary frames from the stored scan rows.
+
+    Args:
+        scan: the stored rows of :func:`scan_dumps` (possibly with rows reused from the
+            incremental store).
+        files: ``file_id, rel, snapshot, broker, topic, partition``.
+    """
+    accounting = scan.groupBy("file_id").agg(
+        *[F.sum(c).cast(LongType()).alias(c) for c in ("lines", "lines_parsed", "lines_skipped", "lines_quarantined")])
+    f = F.broadcast(files.select("file_id", "rel", "snapshot", "broker", "topic", "partition"))
+    shown = shown_line(F.col("e_kind"), F.col("e_meta"), F.col("i_length"), F.col("i_clean") == 1,
+                       g.header_path(F.col("e_meta")), F.col("i_base"), F.col("i_last"), F.col("i_epoch"),
+                       F.col("i_crc"), F.col("i_valid").cast("boolean"), F.col("i_min_offset"), F.col("i_number"))
+    errors = scan.filter(F.col("item_kind") == "E").join(f, "file_id").select(
+        "snapshot", "broker", F.col("rel").alias("file"), F.col("item").alias("line_number"),
+        F.lit(None).cast(LongType()).alias("byte_offset"), shown.alias("line"), "error")
+    per_section = scan.groupBy("file_id", "sec").agg(
+        F.max("sec_line").alias("sec_line"), F.max("skind").alias("skind"), F.max("h_topic").alias("h_topic"),
+        F.max("h_partition").alias("h_partition"), F.max("header_base").alias("header_base"),
+        F.min("start_line_offset").alias("start_line_offset"), F.sum("invalid_bytes").alias("invalid_bytes"),
+        F.sum("batch_lines").alias("batch_lines"))
+    placed = per_section.join(f, "file_id").transform(_with_replica)
+    in_log = ((F.col("skind_or_log") == "log") & F.col("section_problem").isNull() & F.col("r_topic").isNotNull())
+    sections = placed.select(
+        "file_id", "sec", "snapshot", F.col("broker").alias("replica"), F.col("r_topic").alias("topic"),
+        F.col("r_partition").alias("partition"), F.col("rel").alias("file"), F.col("sec_line").alias("line_number"),
+        F.when(F.col("sec") > 0, F.coalesce(F.col("start_line_offset"), F.col("header_base")))
+        .alias("segment_base_offset"),
+        F.col("invalid_bytes").cast(LongType()).alias("invalid_bytes"), in_log.alias("in_log"),
+        (in_log & ((F.col("sec") > 0) | (F.col("batch_lines") > 0) | F.col("invalid_bytes").isNotNull()))
+        .alias("is_segment"),
+    )
+    place = sections.select("file_id", "sec", "snapshot", "replica", "topic", "partition", "file")
+    summaries = scan.filter(F.col("win").isNotNull()).join(F.broadcast(place), ["file_id", "sec"]).select(
+        *SUMMARY_KEY, *[c for c in SUMMARY_VALUES])
+    items = scan.filter(F.col("item_kind").isin("B", "R", "M", "V")).join(F.broadcast(place), ["file_id", "sec"]).select(
+        "file_id", "sec", "item_kind", "item", F.col("file").alias("rel"), "snapshot",
+        F.col("replica").alias("broker"), F.col("topic").alias("r_topic"), F.col("partition").alias("r_partition"),
+        *ITEM_VALUES)
+    return ScanParts(accounting=accounting, errors=errors, sections=sections, summaries=summaries, items=items)
+
+
+SUMMARY_VALUES = ("n", "records", "min_base", "max_base", "max_last", "crcless", "invalid",
+                  "d1_lo", "d1_hi", "d2_lo", "d2_hi", "c1_lo", "c1_hi", "c2_lo", "c2_hi")
+ITEM_VALUES = ("i_lines", "i_line", "i_min_offset", "i_max_offset", "i_v2", "i_base", "i_last", "i_count",
+               "i_epoch", "i_crc", "i_valid", "i_control", "i_txn", "i_magic", "i_number", "i_length", "i_clean",
+               "i_compressed")
+
+
+def summarise_batches(batches: DataFrame) -> DataFrame:
+    """Summary rows (:data:`SUMMARY_KEY`) of batch rows (``snapshot, replica, topic,
+    partition, file, base_offset, last_offset, epoch, crc, record_count, is_valid``, and
+    ``file_id, sec`` when they have them)."""
+    extra = [F.lit(None).cast("int").alias(c) if c == "file_id" else F.lit(0).alias(c)
+             for c in ("file_id", "sec") if c not in batches.columns]
+    keyed = batches.select("*", *extra, window_of(F.col("base_offset")).alias("win"))
+    return keyed.groupBy(*SUMMARY_KEY).agg(
+        *summary_aggregates(F.col("base_offset"), F.col("last_offset"), F.col("epoch"), F.col("crc"),
+                            F.col("record_count"), F.col("is_valid"))
+    ).select(*SUMMARY_KEY, *SUMMARY_VALUES)
+
+
+def pending_summaries(items: DataFrame, sections: DataFrame) -> DataFrame:
+    """Summary rows of the old-format batches (:func:`auditor.ingest.dumps.pending_batches`)."""
+    batches = pending_batches(items, sections).withColumnRenamed("broker", "replica")
+    return summarise_batches(batches.join(sections.select("file", "file_id").distinct(), "file"))
+
+
+__all__ = ["SCAN_KEY", "SUMMARY_KEY", "ScanParts", "keyed_lines", "pending_summaries", "rollup", "scan_dumps",
+           "split_scan", "summarise_batches"]
