@@ -74,8 +74,13 @@ def materialise(frames: dict[str, DataFrame], work_dir: str, label: str) -> dict
     union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), tagged)
     # (Written without a sort: see ``spark.sql.maxConcurrentOutputFileWriters`` in
     # :data:`auditor.spark.BASE_CONF`. Row groups of 32 MB bound each open file's buffer.)
-    union.write.mode("overwrite").option("parquet.block.size", 32 << 20).partitionBy(TAG).parquet(
-        os.path.join(work_dir, label))
+    context = spark.sparkContext
+    context.setJobDescription(f"{label}: {', '.join(frames)}")  # names the job in Spark's UI and event log
+    try:
+        union.write.mode("overwrite").option("parquet.block.size", 32 << 20).partitionBy(TAG).parquet(
+            os.path.join(work_dir, label))
+    finally:
+        context.setJobDescription(None)  # type: ignore[arg-type]
     return {name: read_frame(spark, work_dir, label, name, df.schema) for name, df in frames.items()}
 
 

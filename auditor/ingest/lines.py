@@ -68,7 +68,9 @@ def read_small_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]
     split = F.when(value == "", F.array().cast("array<string>")).otherwise(F.split(body, r"\r\n|\r|\n", -1))
     whole = raw.select(F.col("_metadata.file_path").alias("uri"), split.alias("lines"))
     return with_file_ids(spark, raw, files, whole).select(
-        "file_id", F.posexplode("lines").alias("pos", "text")).select(
+        # (posexplode_outer and a filter: for posexplode Spark infers a filter on the array's
+        # size and pushes it below the split, which splits every file again for the test)
+        "file_id", F.posexplode_outer("lines").alias("pos", "text")).filter(F.col("pos").isNotNull()).select(
         "file_id", (F.col("pos") + 1).cast(LongType()).alias("line_number"), "text")
 
 

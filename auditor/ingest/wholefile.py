@@ -188,7 +188,8 @@ def _whole_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) ->
         value = F.when(batch, (s * 4).cast(LongType()) + 2 + needs.cast(LongType()))
         return F.array_repeat(value, k)
 
-    owners = F.flatten(F.transform(F.sequence(F.lit(1), F.size(G)), owner_code))
+    owners = F.when(F.size(G) > 0, F.flatten(F.transform(F.sequence(F.lit(1), F.size(G)), owner_code))).otherwise(
+        F.array().cast("array<bigint>"))
     # sections: the lines before the first header (section 0, maybe none), then one per header
     first_header = F.coalesce(start(H, F.lit(1)), n + 1)
     before = F.array_repeat(section_info(None, F.lit(0)), (first_header - 1).cast(IntegerType()))
@@ -219,7 +220,11 @@ def _whole_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) ->
     known = F.when(F.size(K) > 0, F.concat(lead, F.flatten(F.transform(F.sequence(F.lit(1), F.size(K)), known_run))))
     zipped = F.arrays_zip(L.alias("text"), F.col("S").alias("s"), F.col("O").alias("o"),
                           F.coalesce(known, F.array().cast("array<boolean>")).alias("k"))
-    exploded = step.select("file_id", "file_has_legacy", F.posexplode(zipped).alias("pos", "z"))
+    # posexplode_outer, then a filter: for posexplode Spark infers a filter on the array's size
+    # and pushes it below these projections, which would build every array again (and split
+    # the whole file again) for the test
+    exploded = step.select("file_id", "file_has_legacy", F.posexplode_outer(zipped).alias("pos", "z")).filter(
+        F.col("pos").isNotNull())
     return exploded.select(
         "file_id", (F.col("pos") + 1).cast(LongType()).alias("line_number"), F.col("z.text").alias("text"),
         F.col("z.s.sec").alias("sec"), F.col("z.s.sec_line").alias("sec_line"), F.col("z.s.skind").alias("skind"),
