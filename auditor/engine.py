@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import uuid
 from datetime import date, datetime, timezone
-from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -30,7 +30,13 @@ from auditor.checks.pairs import (
 )
 from auditor.checks.registry import ALWAYS_COMPACTED, DEFAULT_PROTOCOL, PROTOCOLS
 from auditor.compare.drill import drill
-from auditor.compare.windows import differing_windows, probe_windows, truncation_probes
+from auditor.compare.windows import (
+    differing_windows,
+    probe_windows,
+    summary_answers,
+    truncation_probes,
+    window_verdicts,
+)
 from auditor.config import Config
 from auditor.errors import UsageError
 from auditor.ingest.model import Snapshot
@@ -38,18 +44,28 @@ from auditor.materialise import materialise, new_work_dir
 from auditor.semantics import lineage
 from auditor.semantics.leader import choose_leaders
 from auditor.sinks import schemas
+from auditor.spark import one_partition, union_all
 from auditor.summarise.replicas import (
     epoch_summaries,
     regular_lineage,
     regular_rebuilt_cache,
     replica_summaries,
     segment_ends,
+    tail_batches,
     window_summaries,
 )
 from auditor.summarise.replicas import offsets as replica_offsets
 
 KEY = ["snapshot", "topic", "partition", "replica"]
 PARTITION = ["snapshot", "topic", "partition"]
+
+
+def with_one_partition(snapshot: Snapshot) -> Snapshot:
+    """``snapshot`` with its frames in one partition when the audit's work is small
+    (:func:`auditor.spark.one_partition`)."""
+    frames = {f.name: one_partition(getattr(snapshot, f.name)) for f in dataclasses.fields(snapshot)
+              if isinstance(getattr(snapshot, f.name), DataFrame)}
+    return dataclasses.replace(snapshot, **frames)
 
 
 def conform(df: DataFrame, schema: StructType) -> DataFrame:
@@ -171,6 +187,7 @@ def audit(
     # read more than once. Frames that do not depend on each other share a job; a frame
     # built on another is cut after it (planning a query over a stored frame is much
     # cheaper than over the plan that made it: each DataFrame step re-analyses its plan).
+    snapshot = with_one_partition(snapshot)
     summaries = snapshot.summaries
     rolled = _cut(windows=window_summaries(summaries), epochs=epoch_summaries(summaries))
     windows, epochs = rolled["windows"], rolled["epochs"]
@@ -183,7 +200,7 @@ def audit(
     cacheless = irregular.join(snapshot.replicas.filter(~F.col("epoch_file_usable")).select(*KEY), KEY, "left_semi")
     none = windows.select(*KEY, "win").filter(F.lit(False))
     first = drill(snapshot.source, summaries, cacheless, none, work_dir, f"{label}-drill-1")
-    rebuilt_early = regular_rebuilt_cache(epochs, reps).unionByName(lineage.rebuilt_cache(first))
+    rebuilt_early = union_all([regular_rebuilt_cache(epochs, reps), lineage.rebuilt_cache(first)])
     cache = _cut(cache=lineage.effective_cache(snapshot.epoch_cache, rebuilt_early, snapshot.replicas, offsets))["cache"]
     base_facts = status.replica_facts(
         snapshot.replicas, offsets, snapshot.hwm, lineage.latest_epochs(cache), snapshot.metadata)
@@ -203,31 +220,33 @@ def audit(
     # Leader against follower on the window summaries; the batches of the windows where they
     # differ, of the windows truncation looks into, and of irregular replicas, read exactly.
     evaluable = pairs.filter(~F.col("epochless")) if chosen in EPOCH_PROTOCOLS else pairs
-    needs = _cut(differing=differing_windows(pairs, windows),
+    needs = _cut(verdicts=window_verdicts(pairs, windows, tail_batches(summaries), reps,
+                                          all_windows=chosen == "raft" and snapshot.format != "etcd"),
                  probed=probe_windows(truncation_probes(evaluable, chosen), windows))
-    differing = needs["differing"]
-    wanted = differing.select(*KEY, "win").unionByName(
-        differing.select(*PARTITION, F.col("leader").alias("replica"), "win")).unionByName(
-        needs["probed"]).join(irregular, KEY, "left_anti")
+    differing = differing_windows(needs["verdicts"])
+    answers = summary_answers(needs["verdicts"])
+    wanted = union_all([differing.select(*KEY, "win"),
+                        differing.select(*PARTITION, F.col("leader").alias("replica"), "win"),
+                        needs["probed"]]).join(irregular, KEY, "left_anti")
     later = irregular.join(cacheless, KEY, "left_anti")
     second = drill(snapshot.source, summaries, later, wanted, work_dir, f"{label}-drill-2")
-    drilled = first.unionByName(second)
-    read_windows = wanted.unionByName(windows.join(irregular, KEY, "left_semi").select(*KEY, "win"))
+    drilled = union_all([first, second])
+    read_windows = union_all([wanted, windows.join(irregular, KEY, "left_semi").select(*KEY, "win")])
     whole = drilled.join(irregular, KEY, "left_semi")
     per_log = _cut(
-        rebuilt=regular_rebuilt_cache(epochs, reps).unionByName(lineage.rebuilt_cache(whole)),
-        log_lineage=regular_lineage(epochs, reps).unionByName(lineage.log_lineage(whole)),
+        rebuilt=union_all([regular_rebuilt_cache(epochs, reps), lineage.rebuilt_cache(whole)]),
+        log_lineage=union_all([regular_lineage(epochs, reps), lineage.log_lineage(whole)]),
         counts=whole.groupBy(*KEY).agg(F.count(F.lit(1)).cast("bigint").alias("batch_count"),
                                        F.sum("record_count").cast("bigint").alias("record_count")),
         seg_ends=segment_ends(summaries, snapshot.sections))
     rebuilt, log_lineage = per_log["rebuilt"], per_log["log_lineage"]
     verdicts = _cut(verdicts=follower_verdicts(
-        pairs, drilled, chosen, snapshot_starts=snapshot.format == "etcd", differing=differing,
+        pairs, drilled, chosen, snapshot_starts=snapshot.format == "etcd", differing=differing, answers=answers,
         windows=windows, read_windows=read_windows))["verdicts"]
     over_time = over_time_findings(current, compared["previous"], facts, log_lineage, history)
     usable_checkpoint = snapshot.epoch_cache.join(
         snapshot.replicas.filter(F.col("epoch_file_usable")).select(*KEY), KEY)
-    raw_findings = reduce(DataFrame.unionByName, [
+    raw_findings = union_all([
         replica_checks.batch_sequence_checks(whole, scope),
         replica_checks.corrupt_batches(whole, snapshot.segments, per_log["seg_ends"]),
         replica_checks.hwm_above_leo(facts),
@@ -236,7 +255,7 @@ def audit(
         replica_checks.missing_inputs(facts, snapshot.format != "kafka"),
         pair_findings(verdicts, chosen),
         replica_checks.compacted_cache_disagreements(pairs, cache),
-        isr_incomplete(facts, drilled, scope, differing),
+        isr_incomplete(facts, drilled, scope, differing, answers),
         partition_findings(leaders, facts),
         over_time.findings,
         *([replica_checks.unreadable_wal(snapshot.wal_problems)] if snapshot.wal_problems is not None else []),
@@ -259,10 +278,8 @@ def audit(
         F.when(F.col("role") == "leader", "leader")
         .when(F.col("role") == "follower", F.coalesce(F.col("follower_status"), F.lit("unknown")))
         .otherwise("unknown").alias("status"))
-    epoch_lineage = (
-        log_lineage.withColumn("source", F.lit("log"))
-        .unionByName(lineage.checkpoint_lineage(cache).withColumn("source", F.lit("checkpoint")))
-    )
+    epoch_lineage = union_all([log_lineage.withColumn("source", F.lit("log")),
+                               lineage.checkpoint_lineage(cache).withColumn("source", F.lit("checkpoint"))])
     tables = {
         "parse_errors": snapshot.parse_errors,
         "epoch_lineage": epoch_lineage,

@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
-from auditor.spark import local_frame
+from auditor.spark import local_frame, one_partition
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def read_frame(spark: SparkSession, work_dir: str, label: str, name: str, schema
     if not os.path.isdir(path):
         return local_frame(spark, [], schema)
     wrapped = StructType([StructField(name, schema)])
-    return spark.read.schema(wrapped).parquet(path).select(f"`{name}`.*")
+    return one_partition(spark.read.schema(wrapped).parquet(path).select(f"`{name}`.*"))
 
 
 def stream_frame_arrow(work_dir: str, label: str, name: str) -> pa.RecordBatchReader | None:

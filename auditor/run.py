@@ -37,6 +37,7 @@ from auditor.sinks import commit
 from auditor.sinks import delta as io
 from auditor.sinks import schemas
 from auditor.sinks.runview import findings_by_check
+from auditor.spark import replica_sized
 
 logger = logging.getLogger(__name__)
 
@@ -102,12 +103,13 @@ def run_audit(
                              store=(out, config.cluster) if config.incremental else None)
         progress(f"{snap.files_read} input files parsed ({sum(snap.files_skipped.values())} skipped); auditing")
         history = io.read_history(spark, out, config.cluster, run_id)
-        tables = audit(snap, protocol, run_id=run_id, cluster=config.cluster, audit_time=started,
-                       config=config, history=history)
-        progress("computing the output tables")
-        # One job computes every output table into the run's work dir; the writer, the
-        # summary and the exit status all read those same stored rows.
-        stored = materialise(tables, work_dir, OUTPUT)
+        with replica_sized(spark, snap.replica_estimate):
+            tables = audit(snap, protocol, run_id=run_id, cluster=config.cluster, audit_time=started,
+                           config=config, history=history)
+            progress("computing the output tables")
+            # One job computes every output table into the run's work dir; the writer, the
+            # summary and the exit status all read those same stored rows.
+            stored = materialise(tables, work_dir, OUTPUT)
         arrow = {name: stored_arrow(work_dir, name) for name in tables}
         summary_before = _finding_summary(arrow["findings"], config.fail_on)
         counts = _counts(snap, arrow, summary_before[0])

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
+import contextvars
 import functools
 import logging
 import os
@@ -14,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
 
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
@@ -201,3 +203,102 @@ def _spill_dir() -> str:
     path = tempfile.mkdtemp(prefix="auditor-rows-")
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path
+
+
+#: Settings for the work after the scan, on tables the size of the replica count: no
+#: broadcast (each is a Spark job of its own: a join is then a stage of the job that needs
+#: it) and no code generation (compiling a stage's code costs more than running it,
+#: interpreted, on a few thousand rows).
+REPLICA_SIZED_CONF: dict[str, str | None] = {
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
+    "spark.sql.optimizer.disableHints": "true",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    # Frames of one partition are joined without a shuffle only while the planner's size
+    # estimate of each side stays below this; estimates after a few joins are wild guesses.
+    "spark.sql.maxSinglePartitionBytes": str(2**62),
+}
+#: Replicas per shuffle partition after the scan.
+REPLICAS_PER_PARTITION = 50_000
+#: Up to this many replicas, the work after the scan runs in one partition (:func:`one_partition`).
+ONE_PARTITION_REPLICAS = 200_000
+
+_ONE_PARTITION: contextvars.ContextVar[bool] = contextvars.ContextVar("auditor_one_partition", default=False)
+
+#: The settings :func:`replica_sized` replaced, for :func:`parsing` to put back.
+_PARSE_CONF: contextvars.ContextVar[dict[str, str | None] | None] = contextvars.ContextVar(
+    "auditor_parse_conf", default=None)
+
+
+@contextlib.contextmanager
+def session_conf(spark: SparkSession, wanted: dict[str, str | None]) -> Iterator[dict[str, str | None]]:
+    """Run the block with the session settings ``wanted`` (None: unset), then restore them.
+    Yields the settings it replaced."""
+    saved = {k: spark.conf.get(k, None) for k in wanted}
+    for key, value in wanted.items():
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)
+    try:
+        yield saved
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+@contextlib.contextmanager
+def replica_sized(spark: SparkSession, replicas: int) -> Iterator[None]:
+    """Run the block with :data:`REPLICA_SIZED_CONF` and one shuffle partition per
+    :data:`REPLICAS_PER_PARTITION` of ``replicas`` (at least one, at most the session's own).
+    Text read inside the block (:func:`parsing`) keeps the settings it had before."""
+    current = int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
+    partitions = max(1, min(current, -(-replicas // REPLICAS_PER_PARTITION)))
+    with session_conf(spark, {**REPLICA_SIZED_CONF, "spark.sql.shuffle.partitions": str(partitions)}) as saved:
+        token = _PARSE_CONF.set(saved)
+        one = _ONE_PARTITION.set(replicas <= ONE_PARTITION_REPLICAS)
+        try:
+            yield
+        finally:
+            _ONE_PARTITION.reset(one)
+            _PARSE_CONF.reset(token)
+
+
+def one_partition(df: DataFrame) -> DataFrame:
+    """``df`` in one partition when the work after the scan is small enough
+    (:func:`replica_sized`, up to :data:`ONE_PARTITION_REPLICAS` replicas), else as it is.
+
+    Spark plans a join or an aggregate over frames that are each one partition (coalesced to
+    one: ``SinglePartition``) with no exchange: a query over a few thousand rows is then one
+    stage, not one per join (each stage costs tens of milliseconds to schedule, whatever it
+    holds)."""
+    return df.coalesce(1) if _ONE_PARTITION.get() else df
+
+
+def union_all(frames: Sequence[DataFrame]) -> DataFrame:
+    """The rows of ``frames`` (matched by column name), in one partition when
+    :func:`one_partition` says so: a union of one-partition frames is not one partition to
+    Spark's planner, so every join after it would shuffle again."""
+    first, *rest = frames
+    for frame in rest:
+        first = first.unionByName(frame)
+    return one_partition(first)
+
+
+@contextlib.contextmanager
+def parsing(spark: SparkSession) -> Iterator[None]:
+    """Run a block that parses text (the drill-down re-reads dump files) with the settings
+    the session had before :func:`replica_sized`: code generation on."""
+    before = _PARSE_CONF.get()
+    if before is None:
+        yield
+        return
+    one = _ONE_PARTITION.set(False)
+    try:
+        with session_conf(spark, before):
+            yield
+    finally:
+        _ONE_PARTITION.reset(one)

@@ -169,3 +169,26 @@ def test_contents_never_reach_parse_errors(spark, tmp_path: Path) -> None:  # ty
     for secret in ("4111111111111111", "user-42", "078-05-1120", "tenant-secret"):
         assert secret not in stored
     assert errors[2].line.startswith("| offset: 0 CreateTime: 1 keySize: 5 valueSize: 9 sequence: -1")
+
+
+@pytest.mark.parametrize("with_count", [True, False])
+def test_record_lines_without_contents_belong_to_their_batch(spark, tmp_path: Path, with_count: bool) -> None:  # type: ignore[no-untyped-def]
+    """A deep 2.2+ dump whose record lines print neither key nor payload: every record line
+    belongs to the batch line above it (no 'record line before any batch line'), and a batch
+    printed without ``count:`` takes its record count from them."""
+    lines = ["Dumping /var/lib/kafka/data/plainrec-0/00000000000000000000.log", "Starting offset: 0"]
+    for i, (base, last) in enumerate([(0, 1), (2, 2), (3, 5)]):
+        count = f"count: {last - base + 1} " if with_count else ""
+        lines.append(f"baseOffset: {base} lastOffset: {last} {count}baseSequence: -1 lastSequence: -1 "
+                     f"producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 3 isTransactional: false "
+                     f"isControl: false position: {i * 90} CreateTime: 1 size: 90 magic: 2 "
+                     f"compresscodec: NONE crc: {100 + i} isvalid: true")
+        lines += [f"| offset: {o} CreateTime: 1 keysize: -1 valuesize: 8 sequence: -1 headerKeys: []"
+                  for o in range(base, last + 1)]
+    write(tmp_path / "broker=1" / "data" / "plainrec-0" / "00000000000000000000.log.txt", "\n".join(lines) + "\n")
+    snap = load_snapshot(spark, str(tmp_path))
+    assert snap.parse_errors.count() == 0
+    got = sorted((r.base_offset, r.last_offset, r.record_count) for r in snap.batches.collect())
+    assert got == [(0, 1, 2), (2, 2, 1), (3, 5, 3)]
+    acc = snap.accounting.first()
+    assert acc.lines == len(lines) and acc.lines_quarantined == 0

@@ -16,6 +16,7 @@ from auditor.semantics.divergence import (
 )
 from auditor.semantics.eoe import cache_arrays
 from auditor.semantics.truncation import least_strict, truncate_epoch, truncate_one_step
+from auditor.spark import union_all
 
 KEY = ["snapshot", "topic", "partition", "replica"]
 PARTITION = ["snapshot", "topic", "partition"]
@@ -48,7 +49,8 @@ def build_pairs(facts: DataFrame, cache: DataFrame, scope: DataFrame) -> DataFra
 
 
 def follower_verdicts(pairs: DataFrame, batches: DataFrame, protocol: str, snapshot_starts: bool = False, *,
-                      differing: DataFrame, windows: DataFrame, read_windows: DataFrame) -> DataFrame:
+                      differing: DataFrame, answers: DataFrame, windows: DataFrame,
+                      read_windows: DataFrame) -> DataFrame:
     """Per follower: ``divergence_offset``, truncation results, and the first same-epoch
     conflict. Truncation is not evaluated under an epoch protocol when a dump has no epochs.
     ``snapshot_starts``: each log starts after a Raft snapshot (``--format etcd``): the
@@ -58,21 +60,30 @@ def follower_verdicts(pairs: DataFrame, batches: DataFrame, protocol: str, snaps
         pairs: :func:`build_pairs`.
         batches: the batches read exactly: both sides of every differing window, the windows
             truncation looks into, and irregular replicas whole (with ``win``).
-        differing: ``PARTITION, replica, leader, win``: where follower and leader differ
-            (:func:`auditor.compare.windows.differing_windows`); everywhere else they agree.
+        differing: ``PARTITION, replica, leader, win``: the windows decided batch by batch
+            (:func:`auditor.compare.windows.differing_windows`).
+        answers: what the other windows' summaries decide
+            (:func:`auditor.compare.windows.summary_answers`): ``first_other``, the first
+            offset the follower holds that the leader does not hold at all.
         windows: the window summaries; read_windows: ``KEY, win`` of the windows in ``batches``.
     """
     sides = pairs.select(*PARTITION, F.col("replica").alias("follower"), "leader", "lso", "hmax", "compacted").join(
         differing.select(*PARTITION, F.col("replica").alias("follower"), "leader", "win"),
         [*PARTITION, "follower", "leader"])
     compared = compared_batches(batches, sides, "follower", "leader")
-    d = divergence_offsets(compared, "follower", "leader").withColumnRenamed("follower", "replica")
+    other = answers.select(*KEY, "first_other")
+    exact = divergence_offsets(compared, "follower", "leader").withColumnRenamed("follower", "replica")
+    d = exact.join(other, KEY, "full").select(
+        *KEY, F.least("divergence_offset", "first_other").alias("divergence_offset")).filter(
+        F.col("divergence_offset").isNotNull())
     conflicts = same_epoch_conflicts(compared, "follower", "leader").withColumnRenamed("follower", "replica")
     evaluable = pairs.filter(~F.col("epochless")) if protocol in EPOCH_PROTOCOLS else pairs
     if protocol == "epoch":
         trunc = truncate_epoch(evaluable, batches)
     elif protocol == "raft":
-        raft = raft_offsets(compared, "follower", "leader", snapshot_starts).withColumnRenamed("follower", "replica").drop("leader")
+        raft = raft_offsets(compared, "follower", "leader", snapshot_starts).withColumnRenamed(
+            "follower", "replica").drop("leader").join(other, KEY, "full").select(
+            *KEY, F.least("raft_offset", "first_other").alias("raft_offset")).filter(F.col("raft_offset").isNotNull())
         trunc = truncate_one_step(evaluable, batches, protocol, raft)
     else:
         trunc = truncate_one_step(evaluable, batches, protocol)
@@ -80,7 +91,7 @@ def follower_verdicts(pairs: DataFrame, batches: DataFrame, protocol: str, snaps
     records = removed_records(trunc.select(*KEY, "truncation_offset").filter(F.col("truncation_offset").isNotNull()),
                               windows, batches, read_windows)
     return (
-        pairs.join(d.drop("leader"), KEY, "left")
+        pairs.join(d, KEY, "left")
         .join(conflicts.drop("leader"), KEY, "left")
         .join(evaluated, KEY, "left")
         .join(records, KEY, "left")
@@ -161,15 +172,16 @@ def pair_findings(v: DataFrame, protocol: str) -> DataFrame:
         F.format_string("Follower %d would truncate to %d under %s, deleting offsets up to %d that it had seen "
                         "committed (HWM %d).", F.col("replica"), t, F.lit(protocol), F.col("f_hwm") - 1,
                         F.col("f_hwm")), details)
-    return (lag.unionByName(suffix).unionByName(over).unionByName(silent).unionByName(conflict)
-            .unionByName(matching).unionByName(loss))
+    return union_all([lag, suffix, over, silent, conflict, matching, loss])
 
 
-def isr_incomplete(facts: DataFrame, batches: DataFrame, scope: DataFrame, differing: DataFrame) -> DataFrame:
+def isr_incomplete(facts: DataFrame, batches: DataFrame, scope: DataFrame, differing: DataFrame,
+                   answers: DataFrame) -> DataFrame:
     """``ISR_INCOMPLETE``: an ISR/ELR member lacks an agreeing copy of a leader batch below HWM(L).
 
-    Only the windows where member and leader differ are compared (``differing``, keyed by
-    the member as ``replica``): elsewhere every leader batch has an identical copy."""
+    Windows decided batch by batch (``differing``, keyed by the member as ``replica``) are
+    compared here; the others' summaries give ``answers.first_lacking``
+    (:func:`auditor.compare.windows.summary_answers`)."""
     members = facts.filter(
         (F.coalesce(F.col("in_isr"), F.lit(False)) | F.coalesce(F.col("in_elr"), F.lit(False)))
         & (F.col("role") == "follower") & F.col("has_dump") & F.col("leader_present")).select(
@@ -185,8 +197,12 @@ def isr_incomplete(facts: DataFrame, batches: DataFrame, scope: DataFrame, diffe
     in_windows = sides.join(differing.select(*PARTITION, F.col("replica").alias("member"), "leader", "win"),
                             [*PARTITION, "member", "leader"])
     compared = compared_batches(batches, in_windows, "leader", "member")
-    gaps = first_missing(compared, "leader", "member", "l_hwm").join(
-        sides.select(*PARTITION, "leader", "member", "l_hwm"), [*PARTITION, "leader", "member"])
+    lacking = answers.select(*PARTITION, F.col("replica").alias("member"), "leader", "first_lacking")
+    gaps = first_missing(compared, "leader", "member", "l_hwm").join(lacking, [*PARTITION, "leader", "member"], "full") \
+        .join(sides.select(*PARTITION, "leader", "member", "l_hwm"), [*PARTITION, "leader", "member"]).select(
+        *PARTITION, "leader", "member", "l_hwm",
+        F.least("first_missing", F.when(F.col("first_lacking") < F.col("l_hwm"), F.col("first_lacking")))
+        .alias("first_missing")).filter(F.col("first_missing").isNotNull())
     return finding(
         gaps, "ISR_INCOMPLETE", "CRITICAL", F.col("first_missing"), F.col("l_hwm"), None,
         F.format_string("In-sync replica %d lacks leader %d's batch at offset %d, below the leader's high "
@@ -217,4 +233,4 @@ def partition_findings(leaders: DataFrame, facts: DataFrame) -> DataFrame:
         F.format_string("The metadata leader %d has no dumps in the snapshot: leader-against-follower checks "
                         "skipped.", F.col("leader")),
         F.struct("leader", F.array(F.lit("metadata leader has no data")).alias("reasons")), replica=F.lit(None))
-    return incomplete.unionByName(unknown).unionByName(absent)
+    return union_all([incomplete, unknown, absent])

@@ -13,6 +13,7 @@ from auditor.checks.rows import (
     s,
 )
 from auditor.semantics.lineage import BATCH_ORDER
+from auditor.spark import union_all
 
 
 def batch_sequence_checks(batches: DataFrame, scope: DataFrame) -> DataFrame:
@@ -65,7 +66,7 @@ def batch_sequence_checks(batches: DataFrame, scope: DataFrame) -> DataFrame:
         F.format_string("Replica %d wrote offsets %d to %d in epoch %d after already holding epoch %d.",
                         F.col("replica"), F.col("start"), F.col("end") - 1, F.col("epoch"), F.col("earlier_epoch")),
         F.struct("earlier_epoch", F.col("first.file").alias("file"), F.col("first.line_number").alias("line_number")))
-    return gap.unionByName(overlap).unionByName(regression)
+    return union_all([gap, overlap, regression])
 
 
 def corrupt_batches(batches: DataFrame, segments: DataFrame, seg_end: DataFrame) -> DataFrame:
@@ -95,7 +96,7 @@ def corrupt_batches(batches: DataFrame, segments: DataFrame, seg_end: DataFrame)
                         F.when(is_newest, F.lit(" (the active segment: probably a torn read)"))
                         .otherwise(F.lit(" in a segment that is no longer written"))),
         F.struct("file", "line_number", "invalid_bytes", "segment_base_offset", is_newest.alias("newest_segment")))
-    return invalid.unionByName(trailing)
+    return union_all([invalid, trailing])
 
 
 def unreadable_wal(problems: DataFrame) -> DataFrame:
@@ -194,7 +195,7 @@ def epoch_cache_mismatches(checkpoint: DataFrame, rebuilt: DataFrame, facts: Dat
         F.format_string("Replica %d's log has epoch %d from offset %d but its leader-epoch-checkpoint lacks it.",
                         F.col("replica"), F.col("epoch"), F.col("start_offset")),
         F.struct("epoch", F.col("start_offset").alias("log_start"), F.col("leo").alias("log_end_offset")))
-    return wrong_f.unionByName(beyond_f).unionByName(lacking_f)
+    return union_all([wrong_f, beyond_f, lacking_f])
 
 
 def missing_inputs(facts: DataFrame, cache_from_log: bool) -> DataFrame:

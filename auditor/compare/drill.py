@@ -15,10 +15,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from auditor.ingest.discovery import InputFile
-from auditor.ingest.dumps import BATCH_COLUMNS, dedupe_batches, item_aggregates, pending_batches
+from auditor.ingest.dumps import BATCH_COLUMNS, dedupe_batches, item_spec, pending_batches
 from auditor.materialise import materialise
-from auditor.spark import local_frame
-from auditor.summarise.digest import window_of
+from auditor.spark import local_frame, parsing
+from auditor.summarise.digest import aggregate_specs, window_of
 
 KEY = ["snapshot", "topic", "partition", "replica"]
 #: The columns of drilled batches (``Snapshot.batches`` plus ``win``).
@@ -37,7 +37,7 @@ class DumpFiles:
     spark: SparkSession
     dump_files: Sequence[tuple[int, InputFile]]
     files: DataFrame  # file_id, rel, snapshot, broker, topic, partition
-    sections: DataFrame  # file_id, sec, segment_base_offset
+    sections: DataFrame  # file_id, sec, file, snapshot, replica, topic, partition, segment_base_offset
     limit: int | None = None
 
     def items(self, file_ids: set[int] | None = None) -> DataFrame:
@@ -53,14 +53,15 @@ class DumpFiles:
         lines = keyed_lines(self.spark, chosen, self.files, self.limit, with_v2=True)
         # Grouped before filtering: a filter on the item kind would be pushed below the
         # projection that computes it and copy the whole line grammar into its condition.
-        return lines.groupBy(
-            "file_id", "sec", "item_kind", "item", "rel", "snapshot", "broker", "r_topic", "r_partition").agg(
-            *item_aggregates())
+        return aggregate_specs(lines, ("file_id", "sec", "item_kind", "item"), item_spec())
 
     def batches_of(self, items: DataFrame) -> DataFrame:
         """The batches of stored :meth:`items` rows, before repeated batches are merged:
         :data:`BATCHES_DDL` plus ``file_id``."""
-        chosen = items.filter(F.col("item_kind").isin("B", "R", "M", "V"))
+        place = self.sections.select("file_id", "sec", F.col("file").alias("rel"), "snapshot",
+                                     F.col("replica").alias("broker"), F.col("topic").alias("r_topic"),
+                                     F.col("partition").alias("r_partition"))
+        chosen = items.filter(F.col("item_kind").isin("B", "R", "M", "V")).join(F.broadcast(place), ["file_id", "sec"])
         both = pending_batches(chosen, self.sections).join(
             F.broadcast(self.files.select("file_id", F.col("rel").alias("file"))), "file").select(
             "file_id", *BATCH_COLUMNS)
@@ -122,8 +123,10 @@ def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: 
             return local_frame(spark, [], DRILLED_DDL)
         if progress is not None:
             progress(f"reading {len(file_ids)} of {len(source.dumps.dump_files)} dump files batch by batch")
-        # one job reads the files; building and merging their batches reads what it stored
-        items = materialise({"items": source.dumps.items(file_ids)}, work_dir, f"{label}-items")["items"]
+        # one job reads the files (with the settings the scan had: it parses text); building
+        # and merging their batches reads what it stored
+        with parsing(spark):
+            items = materialise({"items": source.dumps.items(file_ids)}, work_dir, f"{label}-items")["items"]
         batches = source.dumps.batches_of(items).drop("file_id").select(
             "*", window_of(F.col("base_offset")).alias("win"))
     chosen = batches.join(wanted_whole, KEY, "left_semi").unionByName(

@@ -16,11 +16,11 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from auditor.semantics.eoe import ENTRY, eoe, latest_epoch
+from auditor.summarise.digest import DIGEST_SUMS, fold
 from auditor.semantics.truncation import kip101_offset, least_strict
 
 KEY = ["snapshot", "topic", "partition", "replica"]
 PARTITION = ["snapshot", "topic", "partition"]
-SIDE = ("n", "min_base", "max_last", "crcless", "d1", "d2")
 
 
 def scope_floor() -> Column:
@@ -30,27 +30,96 @@ def scope_floor() -> Column:
     return F.greatest(F.coalesce(F.col("lso"), F.lit(0)), F.when(compacted, F.col("hmax")).otherwise(F.lit(0)))
 
 
-def differing_windows(pairs: DataFrame, windows: DataFrame) -> DataFrame:
-    """The windows in scope where a follower and its leader do not agree.
+#: What a window comparison concludes (``window_verdicts.verdict``).
+DRILL, FOLLOWER_ABSENT, LEADER_ABSENT, PREFIX = "drill", "follower-absent", "leader-absent", "prefix"
+
+
+def window_verdicts(pairs: DataFrame, windows: DataFrame, tails: DataFrame, replicas: DataFrame,
+                    all_windows: bool = False) -> DataFrame:
+    """Leader against follower, per window both or either hold, where they are not equal.
+
+    A window the two hold equally says nothing more. Of the others, when both replicas are
+    regular (:mod:`auditor.summarise.replicas`) and the window lies wholly in scope:
+
+    - ``follower-absent``: only the leader holds batches there; its first one (``l_first``)
+      is the first the follower lacks (for ``ISR_INCOMPLETE``);
+    - ``leader-absent``: only the follower does; its first batch (``f_first``) agrees with
+      nothing (divergence, the ``raft`` rule);
+    - ``prefix``: the follower lags inside the window: take from the leader's window the
+      batches that start after the follower's last one, all among the leader's last lines
+      (``tails``), and what is left is the follower's window, count and both digests. Every
+      batch the follower holds there agrees; the first leader batch it lacks is
+      ``extra_first``.
+
+    Any other difference (``drill``) is decided batch by batch.
 
     Args:
         pairs: one row per follower (``replica``) with ``leader, lso, hmax, compacted``.
         windows: :func:`auditor.summarise.replicas.window_summaries`.
+        tails: :func:`auditor.summarise.replicas.tail_batches`.
+        replicas: ``KEY, regular``.
+        all_windows: also windows wholly below the scope (the ``raft`` rule reads every
+            batch of the follower).
 
     Returns:
-        ``PARTITION, replica, leader, win`` (``replica`` = the follower).
+        ``PARTITION, replica, leader, win, verdict, f_first, l_first, extra_first``.
     """
-    p = pairs.select(*PARTITION, "replica", "leader", "lso", "hmax", "compacted")
-    f = windows.select(*PARTITION, "replica", "win", *[F.col(c).alias(f"f_{c}") for c in SIDE])
-    lw = windows.select(*PARTITION, F.col("replica").alias("leader"), "win", *[F.col(c).alias(f"l_{c}") for c in SIDE])
-    f_side = p.join(f, [*PARTITION, "replica"])
-    l_side = p.join(lw, [*PARTITION, "leader"])
-    keys = [*PARTITION, "replica", "leader", "lso", "hmax", "compacted", "win"]
-    both = f_side.join(l_side, keys, "full")
-    reaches = F.greatest(F.col("f_max_last"), F.col("l_max_last")) >= scope_floor()
+    regular = replicas.select(*KEY, F.col("regular").alias("_regular"))
+    p = (pairs.select(*PARTITION, "replica", "leader", "lso", "hmax", "compacted")
+         .join(regular.withColumnRenamed("_regular", "f_regular"), KEY, "left")
+         .join(regular.select(*PARTITION, F.col("replica").alias("leader"), F.col("_regular").alias("l_regular")),
+               [*PARTITION, "leader"], "left")
+         .withColumn("floor", scope_floor()))
+    sums = ("n", "min_base", "max_base", "max_last", "crcless", "d1_lo", "d1_hi", "d2_lo", "d2_hi", "d1", "d2")
+    f = windows.select(*PARTITION, "replica", "win", *[F.col(c).alias(f"f_{c}") for c in sums])
+    lw = windows.select(*PARTITION, F.col("replica").alias("leader"), "win", *[F.col(c).alias(f"l_{c}") for c in sums])
+    keys = [*PARTITION, "replica", "leader", "floor", "f_regular", "l_regular", "win"]
+    both = p.join(f, [*PARTITION, "replica"]).select(*keys, *[f"f_{c}" for c in sums]).join(
+        p.join(lw, [*PARTITION, "leader"]).select(*keys, *[f"l_{c}" for c in sums]), keys, "full")
     same = ((F.col("f_n") == F.col("l_n")) & (F.col("f_d1") == F.col("l_d1")) & (F.col("f_d2") == F.col("l_d2"))
             & (F.col("f_crcless") == 0) & (F.col("l_crcless") == 0))
-    return both.filter(reaches & ~F.coalesce(same, F.lit(False))).select(*PARTITION, "replica", "leader", "win")
+    reaches = F.greatest(F.col("f_max_last"), F.col("l_max_last")) >= F.col("floor")
+    differ = both.filter(~F.coalesce(same, F.lit(False)) & (F.lit(all_windows) | reaches))
+    # the leader's tail batches after the follower's last batch, where both hold the window
+    t = tails.select(*PARTITION, F.col("replica").alias("leader"), "win", F.col("base").alias("x_base"),
+                     F.col("crcless").alias("x_crcless"), *[F.col(c).alias(f"x_{c}") for c in DIGEST_SUMS])
+    extra = differ.filter(F.col("f_n").isNotNull() & F.col("l_n").isNotNull()).select(
+        *PARTITION, "replica", "leader", "win", "f_max_base").join(t, [*PARTITION, "leader", "win"]).filter(
+        F.col("x_base") > F.col("f_max_base")).groupBy(*PARTITION, "replica", "leader", "win").agg(
+        F.count(F.lit(1)).alias("x_n"), F.min("x_base").alias("x_first"), F.sum("x_crcless").alias("x_crcless"),
+        *[F.sum(f"x_{c}").alias(f"x_{c}") for c in DIGEST_SUMS])
+    judged = differ.join(extra, [*PARTITION, "replica", "leader", "win"], "left")
+    left_d1 = fold(F.col("l_d1_hi") - F.col("x_d1_hi"), F.col("l_d1_lo") - F.col("x_d1_lo"))
+    left_d2 = fold(F.col("l_d2_hi") - F.col("x_d2_hi"), F.col("l_d2_lo") - F.col("x_d2_lo"))
+    prefix = ((F.col("l_n") - F.col("x_n") == F.col("f_n")) & (left_d1 == F.col("f_d1")) & (left_d2 == F.col("f_d2"))
+              & (F.col("f_crcless") == 0) & (F.col("l_crcless") == 0))
+    known = F.coalesce(F.col("f_regular"), F.lit(False)) & F.coalesce(F.col("l_regular"), F.lit(False))
+    verdict = (
+        F.when(~known, F.lit(DRILL))
+        .when(F.col("f_n").isNull(), F.when(F.col("l_min_base") >= F.col("floor"), F.lit(FOLLOWER_ABSENT)))
+        .when(F.col("l_n").isNull(), F.when(F.col("f_min_base") >= F.col("floor"), F.lit(LEADER_ABSENT)))
+        .when(F.coalesce(prefix, F.lit(False)) & (F.col("f_min_base") >= F.col("floor")), F.lit(PREFIX))
+    )
+    return judged.select(
+        *PARTITION, "replica", "leader", "win", F.coalesce(verdict, F.lit(DRILL)).alias("verdict"),
+        F.col("f_min_base").alias("f_first"), F.col("l_min_base").alias("l_first"),
+        F.col("x_first").alias("extra_first"))
+
+
+def differing_windows(verdicts: DataFrame) -> DataFrame:
+    """The windows decided batch by batch: ``PARTITION, replica, leader, win``."""
+    return verdicts.filter(F.col("verdict") == DRILL).select(*PARTITION, "replica", "leader", "win")
+
+
+def summary_answers(verdicts: DataFrame) -> DataFrame:
+    """Per follower, what the windows decided on their summaries say:
+    ``first_other`` (the first offset it holds that its leader does not: ``leader-absent``
+    windows) and ``first_lacking`` (the first leader batch it lacks: ``follower-absent`` and
+    ``prefix`` windows). ``KEY, leader, first_other, first_lacking``."""
+    return verdicts.groupBy(*PARTITION, "replica", "leader").agg(
+        F.min(F.when(F.col("verdict") == LEADER_ABSENT, F.col("f_first"))).alias("first_other"),
+        F.min(F.when(F.col("verdict") == FOLLOWER_ABSENT, F.col("l_first"))
+              .when(F.col("verdict") == PREFIX, F.col("extra_first"))).alias("first_lacking"))
 
 
 def truncation_probes(pairs: DataFrame, protocol: str) -> DataFrame:

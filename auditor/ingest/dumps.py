@@ -34,21 +34,32 @@ BATCH_COLUMNS = ("snapshot", "broker", "topic", "partition", "file", "line_numbe
                  "magic", "origin")
 
 
-def classified_lines(lines: DataFrame, files: DataFrame) -> DataFrame:
+def classified_lines(lines: DataFrame, files: DataFrame, all_fields: bool = False) -> DataFrame:
     """Each dump line classified, cut to its fields, placed in its replica and judged.
+
+    The common lines, a well-formed v2 batch line or ``| offset:`` record line in a usable
+    ``.log`` section, take a short compiled path. Every other line is judged by the full
+    grammar, evaluated without generated code (a one-element ``transform``): Spark compiles
+    a stage's expressions into one method, and the whole grammar made it too big for the
+    JIT (Spark then ran the stage operator by operator, copying every row at each step).
 
     Args:
         lines: :func:`auditor.ingest.wholefile.read_dump_lines` rows.
         files: ``file_id, rel, snapshot, broker, topic, partition`` of those files (small).
+        all_fields: read ``isControl``, ``isTransactional``, ``magic``, ``compresscodec`` and
+            ``position`` of every data line (the drill-down keeps whole batches); else only
+            of the lines whose batch is built from several lines (:func:`pending_item`).
 
     Returns:
-        Per line: ``file_id, rel, snapshot, broker, line_number, sec, r_topic, r_partition,
-        in_log`` (the line's section is a usable ``.log`` section), ``kind``, the ``f_*``
-        fields, ``disposition``, ``error``, the context columns ``owner``,
-        ``owner_needs_records``, ``file_has_legacy``, and for a quarantined line what
-        :func:`shown_line` makes its ``parse_errors.line`` from: ``e_meta`` (the line cut
-        before its first content field: no payload), ``e_length`` (an unrecognised line's
-        length, all that is kept of it) and ``e_clean`` (shown from its parsed fields).
+        Per line: ``file_id, line_number, sec``, the context columns of
+        :func:`auditor.ingest.wholefile.read_dump_lines`, ``kind``, the ``f_*`` fields,
+        ``disposition``, ``error`` (:data:`SECTION_PROBLEM` for a line quarantined for its
+        section's problem: :func:`section_problem` says which, once per section), for a
+        quarantined line what :func:`shown_line` makes its ``parse_errors.line`` from
+        (``e_meta``: the line cut before its first content field, so no payload;
+        ``e_length``: an unrecognised line's length, all that is kept of it; ``e_clean``:
+        shown from its parsed fields), and for a header line what its path says
+        (``h_skind, h_topic, h_partition, f_header_base``).
     """
     kind = F.col("kind")
     fields = F.col("fields")
@@ -57,60 +68,112 @@ def classified_lines(lines: DataFrame, files: DataFrame) -> DataFrame:
     def data_field(builder: Callable[..., Column], *names: str) -> Column:
         return F.when(data_kind, builder(fields, *names))
 
+    t = F.col("t")
+    quick = F.when(t.startswith("baseOffset: "), F.lit("batch_v2")).when(t.startswith("| offset: "), F.lit("record"))
+    context = ("file_id", "line_number", "sec", "in_log", "has_problem", "tail", "owner", "owner_needs_records",
+               "known_prev", "file_has_legacy")
     cut = (
-        lines.select("file_id", "line_number", "sec", "sec_line", "skind", "h_topic", "h_partition", "owner",
-                     "owner_needs_records", "known_prev", "file_has_legacy", g.stripped(F.col("text")).alias("t"))
-        .withColumn("kind", g.line_kind(F.col("t")))
-        .withColumn("meta", F.when(kind.isin("blank", "notice"), F.lit(None)).otherwise(g.metadata_part(F.col("t"))))
+        lines.select(*context, g.stripped(F.col("text")).alias("t"))
+        .withColumn("kind", F.coalesce(quick, interpreted(t, g.line_kind)))
+        .withColumn("meta", F.when(kind.isin("blank", "notice"), F.lit(None)).otherwise(g.metadata_part(t)))
         .withColumn("fields", F.when(data_kind, g.tokens(F.col("meta"))))
         .select(
-            "file_id", "line_number", "sec", "sec_line", "skind", "h_topic", "h_partition", "owner",
-            "owner_needs_records", "known_prev", "file_has_legacy", "kind", "t",
+            *context, "kind", "t", "meta",
             data_field(g.field_long, "baseOffset").alias("f_base"),
             data_field(g.field_long, "lastOffset").alias("f_last"),
             data_field(g.field_long, "count").alias("f_count"),
             data_field(g.field_int, "partitionLeaderEpoch").alias("f_epoch"),
             data_field(g.field_long, "crc").alias("f_crc"),
             data_field(g.field_bool, "isvalid", "isValid").alias("f_valid"),
-            data_field(g.field_bool, "isControl").alias("f_control"),
-            data_field(g.field_bool, "isTransactional").alias("f_txn"),
-            data_field(g.field_int, "magic").alias("f_magic"),
-            data_field(g.field_text, "compresscodec").alias("f_codec"),
+            # the fields only whole batches need, read without generated code (see above)
+            F.when(data_kind & (F.lit(all_fields) | ~kind.isin("batch_v2", *g.RECORD_KINDS)
+                                | F.coalesce(F.col("owner_needs_records"), F.col("file_has_legacy"), F.lit(False))),
+                   interpreted(fields, _extra_fields)).alias("_extra"),
             F.when(kind.isin(*g.RECORD_KINDS, *g.REBUILT_KINDS, "batch_legacy"),
-                   F.regexp_extract(F.col("t"), r"^\|?\s*offset: (-?\d+)", 1)).alias("_off"),
-            data_field(g.field_long, "position").alias("f_position"),
+                   F.regexp_extract(t, r"^\|?\s*offset: (-?\d+)", 1)).alias("_off"),
             F.when(kind.isin("segment_start", "invalid_bytes"),
-                   F.regexp_extract(F.col("t"), r"(?:^(?:Log s|S)tarting offset: |^Found )(\d+)", 1)).alias("_num"),
+                   F.regexp_extract(t, r"(?:^(?:Log s|S)tarting offset: |^Found )(\d+)", 1)).alias("_num"),
         )
         .withColumn("f_offset", F.when(F.col("_off") != "", F.col("_off").try_cast(LongType())))
         .withColumn("f_number", F.when(F.col("_num") != "", F.col("_num").try_cast(LongType())))
-        .drop("_off", "_num")
+        .select("*", *[F.col(f"_extra.{c}").alias(c) for c in _EXTRA_FIELDS])
+        .drop("_off", "_num", "_extra")
     )
-    placed = cut.join(F.broadcast(files.select("file_id", "rel", "snapshot", "broker", "topic", "partition")),
-                      "file_id")
-    judged = placed.transform(_with_replica).transform(_with_disposition)
+    placed = cut
+    fast = F.col("in_log") & ~F.col("has_problem") & (
+        ((kind == "batch_v2") & F.col("f_base").isNotNull() & F.col("f_last").isNotNull()
+         & F.col("f_epoch").isNotNull() & F.col("f_crc").isNotNull() & F.col("f_valid").isNotNull()
+         & (F.col("f_last") >= F.col("f_base")))
+        | ((kind == "record") & F.col("f_offset").isNotNull() & F.col("owner").isNotNull()))
+    slow_inputs = F.struct(*[F.col(c) for c in _SLOW_INPUTS])
+    judged = placed.select("*", F.when(~fast, interpreted(slow_inputs, lambda s: _slow_path(s.getField))).alias("_slow"))
+    parsed = kind.isin(*g.BATCH_KINDS, *g.REBUILT_KINDS, *g.RECORD_KINDS, "invalid_bytes") & F.col("in_log")
+    error = F.col("_slow.error")
     return judged.select(
-        "file_id", "rel", "snapshot", "broker", "line_number", "sec", "sec_line", "skind", "h_topic",
-        "h_partition", "r_topic", "r_partition", "section_problem",
-        (F.col("skind_or_log") == "log").alias("in_log"),
-        "owner", "owner_needs_records", "file_has_legacy", "kind", "disposition", "error",
-        F.when(F.col("error").isNotNull() & ~kind.isin("unknown", "invalid_bytes") & ~_is_clean(),
-               g.metadata_part(F.col("t"))).alias("e_meta"),
-        F.when(F.col("error").isNotNull() & (kind == "unknown"), F.length("t")).alias("e_length"),
-        F.when(F.col("error").isNotNull(), _is_clean()).alias("e_clean"),
+        *context, "kind",
+        F.when(error.isNotNull(), "quarantined").when(parsed, "parsed").otherwise("skipped").alias("disposition"),
+        error.alias("error"), F.col("_slow.e_meta").alias("e_meta"), F.col("_slow.e_length").alias("e_length"),
+        F.col("_slow.e_clean").alias("e_clean"),
         "f_base", "f_last", "f_count", "f_epoch", "f_crc", "f_valid", "f_control", "f_txn", "f_magic", "f_codec",
-        "f_offset", "f_position", "f_number",
-        F.when(kind == "header", g.header_base_offset(g.header_path(F.col("t")))).alias("f_header_base"),
+        "f_offset", "f_position", "f_number", F.col("_slow.header_base").alias("f_header_base"),
+        F.col("_slow.h_skind").alias("h_skind"), F.col("_slow.h_topic").alias("h_topic"),
+        F.col("_slow.h_partition").alias("h_partition"),
     )
 
 
-def _is_clean() -> Column:
+_EXTRA_FIELDS = ("f_control", "f_txn", "f_magic", "f_codec", "f_position")
+
+
+def _extra_fields(toks: Column) -> Column:
+    return F.struct(
+        g.field_bool(toks, "isControl").alias("f_control"), g.field_bool(toks, "isTransactional").alias("f_txn"),
+        g.field_int(toks, "magic").alias("f_magic"), g.field_text(toks, "compresscodec").alias("f_codec"),
+        g.field_long(toks, "position").alias("f_position"))
+
+
+def interpreted(value: Column, body: Callable[[Column], Column]) -> Column:
+    """``body(value)`` evaluated without generated code: a one-element ``transform`` (Spark
+    interprets higher-order functions). For logic that is large but rarely evaluated."""
+    return F.transform(F.array(value), body)[0]
+
+
+#: What the slow path of :func:`classified_lines` reads.
+_SLOW_INPUTS = ("t", "meta", "kind", "in_log", "has_problem", "owner", "known_prev", "f_base", "f_last", "f_epoch",
+                "f_crc", "f_valid", "f_offset", "f_position")
+
+#: The error of a line quarantined for its section's problem, until the problem is known
+#: (one message per section: :func:`section_problem`).
+SECTION_PROBLEM = "\u0000section"
+
+
+def _slow_path(c: Callable[[str], Column]) -> Column:
+    """The full judgement of a line (``c``: a column by name): its error, what is shown of
+    it when quarantined, and what a header's path says."""
+    problem = F.when(c("has_problem"), F.lit(SECTION_PROBLEM))
+    error = _error(c, problem)
+    kind = c("kind")
+    clean = _is_clean(c)
+    header = kind == "header"
+    path = g.header_path(c("t"))
+    topic, part = g.header_topic_partition(path)
+    return F.struct(
+        error.alias("error"),
+        F.when(error.isNotNull() & ~kind.isin("unknown", "invalid_bytes") & ~clean, c("meta")).alias("e_meta"),
+        F.when(error.isNotNull() & (kind == "unknown"), F.length(c("t"))).alias("e_length"),
+        F.when(error.isNotNull(), clean).alias("e_clean"),
+        F.when(header, g.header_base_offset(path)).alias("header_base"),
+        F.when(header, g.section_kind(path)).alias("h_skind"), F.when(header, topic).alias("h_topic"),
+        F.when(header, part).alias("h_partition"),
+    )
+
+
+def _is_clean(c: Callable[[str], Column]) -> Column:
     """A line that can be quarantined only for its section's problem (shown from fields)."""
-    kind = F.col("kind")
-    v2_ok = ((kind == "batch_v2") & F.col("f_base").isNotNull() & F.col("f_last").isNotNull()
-             & F.col("f_epoch").isNotNull() & F.col("f_crc").isNotNull() & F.col("f_valid").isNotNull()
-             & (F.col("f_last") >= F.col("f_base")))
-    legacy_ok = (kind == "batch_legacy") & F.col("f_offset").isNotNull() & F.col("f_crc").isNotNull()
+    kind = c("kind")
+    v2_ok = ((kind == "batch_v2") & c("f_base").isNotNull() & c("f_last").isNotNull()
+             & c("f_epoch").isNotNull() & c("f_crc").isNotNull() & c("f_valid").isNotNull()
+             & (c("f_last") >= c("f_base")))
+    legacy_ok = (kind == "batch_legacy") & c("f_offset").isNotNull() & c("f_crc").isNotNull()
     return kind.isin("blank", "notice", "segment_start", "header") | v2_ok | legacy_ok
 
 
@@ -144,29 +207,36 @@ def shown_line(kind: Column, meta: Column, length: Column, clean: Column, header
     )
 
 
-def _with_replica(df: DataFrame) -> DataFrame:
-    """Resolve each line's topic-partition (SPEC 3.1) and the section's problem, if any."""
-    conflict = (
-        F.col("h_topic").isNotNull() & F.col("topic").isNotNull()
-        & ((F.col("h_topic") != F.col("topic")) | (F.col("h_partition") != F.col("partition")))
-    )
-    r_topic = F.coalesce(F.col("h_topic"), F.col("topic"))
-    in_section = F.col("sec") > 0
-    problem = (
-        F.when(conflict, F.format_string(
+def _conflict(c: Callable[[str], Column]) -> Column:
+    """The section's header names another partition than the file's folder."""
+    return (c("h_topic").isNotNull() & c("topic").isNotNull()
+            & ((c("h_topic") != c("topic")) | (c("h_partition") != c("partition"))))
+
+
+def section_problem(c: Callable[[str], Column]) -> Column:
+    """Why a section (``c``: a column by name: ``sec, sec_line, h_topic, h_partition`` and
+    the file's ``topic, partition``) cannot be placed in a replica (SPEC 3.1), or null."""
+    r_topic = F.coalesce(c("h_topic"), c("topic"))
+    return (
+        F.when(_conflict(c), F.format_string(
             "section header (line %d) names partition %s-%d but the file is in folder %s-%d",
-            F.col("sec_line"), F.col("h_topic"), F.col("h_partition"), F.col("topic"), F.col("partition")))
-        .when(r_topic.isNull() & in_section, F.format_string(
+            c("sec_line"), c("h_topic"), c("h_partition"), c("topic"), c("partition")))
+        .when(r_topic.isNull() & (c("sec") > 0), F.format_string(
             "section header (line %d) names no <topic>-<partition> folder and the file is not in a partition folder",
-            F.col("sec_line")))
+            c("sec_line")))
         .when(r_topic.isNull(), F.lit("line before any Dumping header in a file outside partition folders"))
     )
+
+
+def with_replica(df: DataFrame) -> DataFrame:
+    """Resolve the topic-partition of each row (SPEC 3.1: ``h_topic, h_partition`` of its
+    section's header, ``topic, partition`` of its file's folder) and the section's problem."""
     return df.select(
         "*",
         F.coalesce(F.col("skind"), F.lit("log")).alias("skind_or_log"),
-        r_topic.alias("r_topic"),
+        F.coalesce(F.col("h_topic"), F.col("topic")).alias("r_topic"),
         F.coalesce(F.col("h_partition"), F.col("partition")).alias("r_partition"),
-        problem.alias("section_problem"),
+        section_problem(F.col).alias("section_problem"),
     )
 
 
@@ -178,38 +248,30 @@ def _required(fields: dict[str, Column]) -> Column:
     return expr
 
 
-def _with_disposition(df: DataFrame) -> DataFrame:
-    """Decide parsed / skipped / quarantined for every line, with the reason."""
-    kind = F.col("kind")
+def _error(c: Callable[[str], Column], problem: Column) -> Column:
+    """Why a line is quarantined (``problem``: its section's), or null."""
+    kind = c("kind")
     content = ~kind.isin("blank", "notice", "segment_start", "header")
-    missing_v2 = _required({"baseOffset": F.col("f_base"), "lastOffset": F.col("f_last"),
-                            "partitionLeaderEpoch": F.col("f_epoch"), "crc": F.col("f_crc"),
-                            "isvalid": F.col("f_valid")})
-    missing_legacy = _required({"offset": F.col("f_offset"), "crc": F.col("f_crc")})
-    missing_rebuilt = _required({"offset": F.col("f_offset"), "position": F.col("f_position")})
-    owned = F.col("owner").isNotNull()
-    in_log = F.col("skind_or_log") == "log"
-    error = (
-        F.when(kind == "header", F.col("section_problem"))
-        .when(~in_log, F.lit(None))
-        .when(content & F.col("section_problem").isNotNull(), F.col("section_problem"))
-        .when((kind == "unknown") & F.coalesce(F.col("known_prev"), F.lit(False)), F.lit(None))
+    missing_v2 = _required({"baseOffset": c("f_base"), "lastOffset": c("f_last"),
+                            "partitionLeaderEpoch": c("f_epoch"), "crc": c("f_crc"), "isvalid": c("f_valid")})
+    missing_legacy = _required({"offset": c("f_offset"), "crc": c("f_crc")})
+    missing_rebuilt = _required({"offset": c("f_offset"), "position": c("f_position")})
+    return (
+        F.when(kind == "header", problem)
+        .when(~c("in_log"), F.lit(None))
+        .when(content & problem.isNotNull(), problem)
+        .when((kind == "unknown") & F.coalesce(c("known_prev"), F.lit(False)), F.lit(None))
         .when(kind == "unknown", F.lit("unrecognised line"))
         .when(kind == "index_like", F.lit("index-style line inside a .log section"))
         .when((kind == "batch_v2") & missing_v2.isNotNull(),
               F.concat(F.lit("batch line without "), missing_v2, F.lit(" (truncated line?)")))
-        .when((kind == "batch_v2") & (F.col("f_last") < F.col("f_base")), F.lit("batch line with lastOffset below baseOffset"))
+        .when((kind == "batch_v2") & (c("f_last") < c("f_base")), F.lit("batch line with lastOffset below baseOffset"))
         .when((kind == "batch_legacy") & missing_legacy.isNotNull(),
               F.concat(F.lit("legacy batch line without "), missing_legacy, F.lit(" (truncated line?)")))
         .when(kind.isin(*g.REBUILT_KINDS) & missing_rebuilt.isNotNull(),
               F.concat(F.lit("message line without "), missing_rebuilt))
-        .when(kind.isin(*g.RECORD_KINDS) & ~owned, F.lit("record line before any batch line of its section"))
-        .when((kind == "record") & F.col("f_offset").isNull(), F.lit("record line without offset"))
-    )
-    parsed = kind.isin(*g.BATCH_KINDS, *g.REBUILT_KINDS, *g.RECORD_KINDS, "invalid_bytes") & in_log
-    return df.withColumn("error", error).withColumn(
-        "disposition",
-        F.when(F.col("error").isNotNull(), "quarantined").when(parsed, "parsed").otherwise("skipped"),
+        .when(kind.isin(*g.RECORD_KINDS) & c("owner").isNull(), F.lit("record line before any batch line of its section"))
+        .when((kind == "record") & c("f_offset").isNull(), F.lit("record line without offset"))
     )
 
 
@@ -253,34 +315,34 @@ def pending_item(with_v2: bool = False) -> tuple[Column, Column]:
     return kind, item
 
 
-#: The aggregates of one pending item (one line for ``B``; a batch's record lines for ``R``;
-#: a batch's message lines for ``M``), over lines of that item only.
-def item_aggregates() -> list[Column]:
-    """Aggregates of the lines of one pending item (null for other rows)."""
+def item_spec() -> list[tuple[str, Callable[[Column], Column], Column]]:
+    """The aggregates of one pending item's lines (one line for ``B``; a batch's record lines
+    for ``R``; a batch's message lines for ``M``), over rows with an ``item_kind`` only, as
+    :data:`auditor.summarise.digest.Spec` entries."""
     is_item = F.col("item_kind").isNotNull()
 
     def only(c: Column) -> Column:
         return F.when(is_item, c)
 
     return [
-        F.count(only(F.lit(1))).alias("i_lines"),
-        F.min(only(F.col("line_number"))).alias("i_line"),
-        F.min(only(F.col("f_offset"))).alias("i_min_offset"),
-        F.max(only(F.col("f_offset"))).alias("i_max_offset"),
-        F.max(only((F.col("kind") == "batch_v2").cast(IntegerType()))).alias("i_v2"),
-        F.max(only(F.col("f_base"))).alias("i_base"),
-        F.max(only(F.col("f_last"))).alias("i_last"),
-        F.max(only(F.col("f_count"))).alias("i_count"),
-        F.max(only(F.col("f_epoch"))).alias("i_epoch"),
-        F.max(only(F.col("f_crc"))).alias("i_crc"),
-        F.min(only(F.col("f_valid").cast(IntegerType()))).alias("i_valid"),
-        F.max(only(F.col("f_control").cast(IntegerType()))).alias("i_control"),
-        F.max(only(F.col("f_txn").cast(IntegerType()))).alias("i_txn"),
-        F.max(only(F.col("f_magic"))).alias("i_magic"),
-        F.max(only(F.col("f_number"))).alias("i_number"),
-        F.max(only(F.col("e_length"))).alias("i_length"),
-        F.max(only(F.col("e_clean").cast(IntegerType()))).alias("i_clean"),
-        F.max(only((~F.col("f_codec").isin(*UNCOMPRESSED)).cast(IntegerType()))).alias("i_compressed"),
+        ("i_lines", F.sum, only(F.lit(1))),
+        ("i_line", F.min, only(F.col("line_number"))),
+        ("i_min_offset", F.min, only(F.col("f_offset"))),
+        ("i_max_offset", F.max, only(F.col("f_offset"))),
+        ("i_v2", F.max, only((F.col("kind") == "batch_v2").cast(IntegerType()))),
+        ("i_base", F.max, only(F.col("f_base"))),
+        ("i_last", F.max, only(F.col("f_last"))),
+        ("i_count", F.max, only(F.col("f_count"))),
+        ("i_epoch", F.max, only(F.col("f_epoch"))),
+        ("i_crc", F.max, only(F.col("f_crc"))),
+        ("i_valid", F.min, only(F.col("f_valid").cast(IntegerType()))),
+        ("i_control", F.max, only(F.col("f_control").cast(IntegerType()))),
+        ("i_txn", F.max, only(F.col("f_txn").cast(IntegerType()))),
+        ("i_magic", F.max, only(F.col("f_magic"))),
+        ("i_number", F.max, only(F.col("f_number"))),
+        ("i_length", F.max, only(F.col("e_length"))),
+        ("i_clean", F.max, only(F.col("e_clean").cast(IntegerType()))),
+        ("i_compressed", F.max, only((~F.col("f_codec").isin(*UNCOMPRESSED)).cast(IntegerType()))),
     ]
 
 

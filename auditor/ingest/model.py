@@ -89,6 +89,9 @@ class Snapshot:
     store: Any = None
     #: dumps: each file section's segment (``file_id, sec, file, segment_base_offset``).
     sections: DataFrame | None = None
+    #: about how many replicas the input holds (partition folders per broker), for sizing
+    #: the work after the scan; 0 when unknown.
+    replica_estimate: int = 0
 
     @property
     def batches(self) -> DataFrame:

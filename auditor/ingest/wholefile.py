@@ -6,19 +6,24 @@ and, for a line the grammar does not know, whether it continues a record's paylo
 file is read as one row (Spark's binary file source), split into an array of lines, and the
 context is computed with array functions over that row before the lines are exploded:
 
-- ``codes``: one pass over the lines marks headers (``4i``) and batch lines (``4i + 2``,
-  ``4i + 3`` for a legacy one);
+- ``marks``: one pass over the lines marks v2 batch lines (``8i + 2``) and, negative, the
+  lines that make a file more than a plain run of batch lines: a ``Dumping`` header but one
+  on line 1 (``-8i``), a record line with a key or payload (``-(8i + 1)``), a legacy batch
+  line (``-(8i + 3)``), any other record line (``-(8i + 5)``). A **plain** file (no negative mark: a shallow dump of one segment,
+  by far the commonest) needs nothing more;
 - ``sections``: each header starts a section; an array the length of the file holds, for
-  every line, its section's number, header line and what the header says;
+  every line, its section's number and whether that section is a usable ``.log`` section
+  of a known partition, and which lines are its last :data:`TAIL_LINES`;
 - ``owners``: each header or batch line starts a group; an array holds, for every line, the
   group's first line when that is a batch line (``4i + 3`` when the batch needs its record
   lines counted: a legacy batch, or a v2 batch printed without ``count:``);
-- ``known``: in files that print payloads only, whether the last line the grammar knows
-  before each line is a record with a key or payload (so an unknown line after it is the
-  payload continuing, not a damaged line).
+- ``known``: in files with a record line that prints a key or payload only, whether the
+  last line the grammar knows before each line is such a record (so an unknown line after
+  it is the payload continuing, not a damaged line).
 
-The per-line arrays are built from ``array_repeat`` over groups and joined, so the work is
-linear in the file. Line numbers are positions in the array: exact, with no window.
+The per-line arrays are built from ``array_repeat`` over sections and groups, so the work
+is linear in the file; they hold numbers only (a section's strings stay with its header
+line). Line numbers are positions in the array: exact, with no window.
 
 A file above :func:`whole_file_limit` bytes is too big to hold as one row; it is read by the
 text source and given the same columns by one window per file (a shuffle of its lines).
@@ -26,6 +31,7 @@ text source and given the same columns by one window per file (a shuffle of its 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -38,13 +44,18 @@ from auditor.ingest.lines import read_text_lines, with_file_ids
 from auditor.spark import local_frame
 
 #: Columns of :func:`read_dump_lines`.
-LINE_COLUMNS = ("file_id", "line_number", "text", "sec", "sec_line", "skind", "h_topic", "h_partition",
-                "owner", "owner_needs_records", "known_prev", "file_has_legacy")
-LINES_DDL = ("file_id int, line_number bigint, text string, sec int, sec_line bigint, skind string, "
-             "h_topic string, h_partition int, owner bigint, owner_needs_records boolean, known_prev boolean, "
-             "file_has_legacy boolean")
+LINE_COLUMNS = ("file_id", "line_number", "text", "sec", "in_log", "has_problem", "tail", "owner",
+                "owner_needs_records", "known_prev", "file_has_legacy")
+LINES_DDL = ("file_id int, line_number bigint, text string, sec int, in_log boolean, has_problem boolean, "
+             "tail boolean, owner bigint, owner_needs_records boolean, known_prev boolean, file_has_legacy boolean")
 
-_SECTION = "struct<sec:int,sec_line:bigint,skind:string,h_topic:string,h_partition:int>"
+#: The batches of a section's last lines are summarised one by one (see
+#: :func:`auditor.compare.windows.window_verdicts`: a follower lagging its leader by fewer
+#: batches differs from it only there).
+TAIL_LINES = 32
+
+# A line's section, as one number: its index, then flags.
+_IN_LOG, _PROBLEM, _TAIL = 1 << 32, 1 << 33, 1 << 34
 
 
 def whole_file_limit(spark: SparkSession) -> int:
@@ -57,7 +68,7 @@ def whole_file_limit(spark: SparkSession) -> int:
     slots = int(conf.get("spark.executor.cores", "0") or 0)
     if not slots:
         inside = master[master.find("[") + 1:master.find("]")] if "[" in master else "1"
-        slots = int(inside) if inside.isdigit() else (__import__("os").cpu_count() or 2)
+        slots = int(inside) if inside.isdigit() else (os.cpu_count() or 2)
     return max(8 << 20, heap // (8 * max(1, slots)))
 
 
@@ -79,16 +90,16 @@ def read_dump_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]],
             :func:`whole_file_limit`).
 
     Columns: ``file_id``; ``line_number`` (1-based); ``text`` (the raw line); ``sec`` (how
-    many ``Dumping`` headers are at or before the line: 0 before the first), ``sec_line``
-    (the header's line), ``skind`` (what the header's path holds: ``log``, ``index``,
-    ``kraft-snapshot`` or ``other``), ``h_topic`` and ``h_partition`` (the partition the
-    header's path names, when its parent folder has that form); ``owner`` (the line of the
-    last batch line at or before this one in its section, null when none) and
-    ``owner_needs_records``; ``known_prev`` (whether the last line at or before this one that
-    is neither blank nor unrecognised is a record line with a key or payload; null when none:
-    read only for unrecognised lines, where it is the last such line before them);
-    ``file_has_legacy`` (the file has a legacy batch line: old-format batches take their
-    base offset from the batch before them, so all its batches are built from lines together).
+    many ``Dumping`` headers are at or before the line: 0 before the first); ``in_log`` (the
+    section is a ``.log`` section, or has no header), ``has_problem`` (the section cannot be
+    placed in a replica: its header names another partition than the file's folder, or no
+    partition is known: SPEC 3.1), ``tail`` (one of the section's last :data:`TAIL_LINES`
+    lines); ``owner`` (the line of the last batch line at or before this one in its section,
+    null when none) and ``owner_needs_records``; ``known_prev`` (whether the last line at
+    or before this one that is neither blank nor unrecognised is a record line with a key or
+    payload; null when none: read only for unrecognised lines); ``file_has_legacy`` (the
+    file has a legacy batch line: old-format batches take their base offset from the batch
+    before them, so all its batches are built from lines together).
     """
     if not files:
         return local_frame(spark, [], LINES_DDL)
@@ -101,6 +112,11 @@ def read_dump_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]],
     if large:
         parts.append(_large_files(spark, large))
     return parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+
+
+def _folders(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) -> DataFrame:
+    return local_frame(spark, [(i, f.topic, f.partition) for i, f in files],
+                       "file_id int, topic string, partition int")
 
 
 # --- the line tests used inside array functions (a cheap prefix test guards the exact one) ---
@@ -117,6 +133,20 @@ def _is_legacy_batch(x: Column) -> Column:
     return F.ltrim(x).startswith("offset: ") & (g.line_kind(g.stripped(x)) == "batch_legacy")
 
 
+def _is_record(x: Column) -> Column:
+    """A superset of the other record lines (``| offset: ...``, an old deep dump's
+    ``offset: N position: ...``): their batch is the batch line above them."""
+    lead = F.ltrim(x)
+    return lead.startswith("|") | lead.startswith("offset: ")
+
+
+def _may_carry_payload(x: Column) -> Column:
+    """A superset of the record lines that print a key or payload (see :func:`is_known_payload`)."""
+    lead = F.ltrim(x)
+    record = lead.startswith("|") | lead.startswith("key: ") | lead.startswith("payload: ")
+    return record & (x.contains("key: ") | x.contains("payload: "))
+
+
 def needs_records(batch_line: Column) -> Column:
     """A batch line whose record count (and, for a legacy batch, base offset) comes from the
     record lines under it: a legacy line, or a v2 line without a usable ``count:``."""
@@ -131,50 +161,71 @@ def is_known_payload(t: Column, kind: Column) -> Column:
                   kind.isin(*g.RECORD_KINDS) & t.rlike(r"(^|\s)(key|payload): "))
 
 
-def section_info(header: Column | None, sec: Column) -> Column:
-    """The section struct of section ``sec`` whose header line is ``header`` (None: the lines
-    before any header)."""
+def section_code(header: Column | None, topic: Column, partition: Column) -> Column:
+    """A section's flags (:data:`_IN_LOG`, :data:`_PROBLEM`) from its header line (None: the
+    lines before any header) and the file's folder ``topic``, ``partition``."""
     if header is None:
-        return F.struct(sec.cast(IntegerType()).alias("sec"), F.lit(None).cast(LongType()).alias("sec_line"),
-                        F.lit(None).cast(StringType()).alias("skind"), F.lit(None).cast(StringType()).alias("h_topic"),
-                        F.lit(None).cast(IntegerType()).alias("h_partition")).cast(_SECTION)
-    path = g.header_path(g.stripped(header))
-    topic, part = g.header_topic_partition(path)
-    return F.struct(sec.cast(IntegerType()).alias("sec"), F.lit(None).cast(LongType()).alias("sec_line"),
-                    g.section_kind(path).alias("skind"), topic.alias("h_topic"),
-                    part.alias("h_partition")).cast(_SECTION)
+        skind, h_topic, h_part = F.lit(None).cast(StringType()), F.lit(None).cast(StringType()), F.lit(None)
+    else:
+        path = g.header_path(g.stripped(header))
+        h_topic, h_part = g.header_topic_partition(path)
+        skind = g.section_kind(path)
+    in_log = F.coalesce(skind, F.lit("log")) == "log"
+    conflict = h_topic.isNotNull() & topic.isNotNull() & ((h_topic != topic) | (h_part != partition))
+    problem = conflict | F.coalesce(h_topic, topic).isNull()
+    return (F.when(in_log, F.lit(_IN_LOG)).otherwise(F.lit(0)) + F.when(problem, F.lit(_PROBLEM)).otherwise(F.lit(0))
+            ).cast(LongType())
+
+
+def _repeat_with_tail(code: Column, count: Column) -> Column:
+    """``count`` copies of ``code``, the last :data:`TAIL_LINES` of them with :data:`_TAIL`."""
+    head = F.greatest(count - TAIL_LINES, F.lit(0)).cast(IntegerType())
+    return F.concat(F.array_repeat(code, head), F.array_repeat(code + F.lit(_TAIL), (count - head).cast(IntegerType())))
 
 
 def _whole_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) -> DataFrame:
     raw = spark.read.format("binaryFile").load([f.path for _, f in files])
     text = F.col("content").cast(StringType())
     pieces = F.when(F.instr(text, "\r") > 0, F.split(text, r"\r\n|\r|\n", -1)).otherwise(F.split(text, "\n", -1))
-    # only files that print payloads can hold a payload's continuation lines
-    payload = (F.instr(text, "key: ") > 0) | (F.instr(text, "payload: ") > 0)
-    rows = with_file_ids(spark, raw, files, raw.select(
-        F.col("_metadata.file_path").alias("uri"), pieces.alias("p"), payload.alias("has_payload")))
+    rows = with_file_ids(spark, raw, files, raw.select(F.col("_metadata.file_path").alias("uri"), pieces.alias("p")))
     # a final line end does not start a line (an empty file has none)
     lines = F.when(F.try_element_at("p", F.lit(-1)) == "", F.slice("p", 1, F.size("p") - 1)).otherwise(F.col("p"))
-    step = rows.select("file_id", lines.alias("L"), "has_payload")
+    step = rows.select("file_id", lines.alias("L")).join(F.broadcast(_folders(spark, files)), "file_id")
     # Each step is its own projection: an array used inside a lambda must be a column, or the
     # expression that builds it is evaluated again for every element.
     L, n = F.col("L"), F.size("L")
-    marks = F.transform(F.sequence(F.lit(1), n), lambda i: F.when(
-        _is_header(F.try_element_at(L, i)), i * 4).when(_is_v2_batch(F.try_element_at(L, i)), i * 4 + 2).when(
-        _is_legacy_batch(F.try_element_at(L, i)), i * 4 + 3))
-    step = step.select("file_id", "L", "has_payload",
-                       F.filter(F.when(n > 0, marks).otherwise(F.array().cast("array<int>")),
-                                lambda c: c.isNotNull()).alias("C"))
+    nothing = F.array().cast("array<int>")
+
+    def mark(i: Column) -> Column:
+        x = F.try_element_at(L, i)
+        return (F.when(_is_v2_batch(x), i * 8 + 2)
+                .when(_is_header(x), F.when(i == 1, F.lit(8)).otherwise(-i * 8))
+                .when(_is_legacy_batch(x), -(i * 8 + 3))
+                .when(_may_carry_payload(x), -(i * 8 + 1))
+                .when(_is_record(x), -(i * 8 + 5)))
+
+    marks = F.filter(F.transform(F.sequence(F.lit(1), n), mark), lambda c: c.isNotNull())
+    step = step.select("file_id", "topic", "partition", "L",
+                       F.when(n > 0, marks).otherwise(nothing).alias("C"))
     C = F.col("C")
+    plain = F.coalesce(F.array_min(C) > 0, F.lit(True))
+    codes = F.when(plain, C).otherwise(F.transform(C, lambda c: F.abs(c)))
+    step = step.select("file_id", "topic", "partition", "L", plain.alias("plain"), codes.alias("A"))
+    A, plain = F.col("A"), F.col("plain")
     # group starts: a pseudo start at line 1, then every header and batch line
-    groups = F.when(F.try_element_at(C, F.lit(1)).between(4, 7), C).otherwise(F.concat(F.array(F.lit(4)), C))
-    heads = F.filter(C, lambda c: c % 4 == 0)
-    step = step.select("file_id", "L", "has_payload", groups.alias("G"), heads.alias("H"),
-                       F.exists(C, lambda c: c % 4 == 3).alias("file_has_legacy"))
+    starts = F.when(plain, A).otherwise(F.filter(A, lambda a: (a % 8 != 1) & (a % 8 != 5)))
+    step = step.select(
+        "file_id", "topic", "partition", "L", "plain",
+        F.when(F.try_element_at(starts, F.lit(1)).between(8, 15), starts).otherwise(
+            F.concat(F.array(F.lit(8)), starts)).alias("G"),
+        F.when(plain, F.when(F.try_element_at(A, F.lit(1)) == 8, F.array(F.lit(8))).otherwise(nothing)).otherwise(
+            F.filter(A, lambda a: a % 8 == 0)).alias("H"),
+        F.when(plain, F.lit(False)).otherwise(F.exists(A, lambda a: a % 8 == 3)).alias("file_has_legacy"),
+        F.when(plain, F.lit(False)).otherwise(F.exists(A, lambda a: a % 8 == 1)).alias("has_payload"))
     G, H = F.col("G"), F.col("H")
 
     def start(arr: Column, j: Column) -> Column:
-        return (F.try_element_at(arr, j) / 4).cast(IntegerType())
+        return (F.try_element_at(arr, j) / 8).cast(IntegerType())
 
     def length(arr: Column, j: Column) -> Column:
         nxt = F.coalesce(start(arr, j + 1), n + 1)
@@ -183,30 +234,30 @@ def _whole_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) ->
     def owner_code(j: Column) -> Column:
         code = F.try_element_at(G, j)
         s, k = start(G, j), length(G, j)
-        batch = code % 4 >= 2
+        batch = (code % 8 == 2) | (code % 8 == 3)
         needs = F.when(batch & (k > 1), needs_records(F.try_element_at(L, s))).otherwise(F.lit(False))
         value = F.when(batch, (s * 4).cast(LongType()) + 2 + needs.cast(LongType()))
         return F.array_repeat(value, k)
 
-    owners = F.when(F.size(G) > 0, F.flatten(F.transform(F.sequence(F.lit(1), F.size(G)), owner_code))).otherwise(
-        F.array().cast("array<bigint>"))
+    # a plain file has no record line: no line needs its owner
+    owners = F.when(plain | (F.size(G) == 0), F.array().cast("array<bigint>")).otherwise(
+        F.flatten(F.transform(F.sequence(F.lit(1), F.size(G)), owner_code)))
     # sections: the lines before the first header (section 0, maybe none), then one per header
+    topic, partition = F.col("topic"), F.col("partition")
     first_header = F.coalesce(start(H, F.lit(1)), n + 1)
-    before = F.array_repeat(section_info(None, F.lit(0)), (first_header - 1).cast(IntegerType()))
+    before = _repeat_with_tail(section_code(None, topic, partition), first_header - 1)
 
     def section(j: Column) -> Column:
-        s = start(H, j)
-        info = section_info(F.try_element_at(L, s), j).withField("sec_line", s.cast(LongType()))
-        return F.array_repeat(info, length(H, j))
+        code = section_code(F.try_element_at(L, start(H, j)), topic, partition) + j.cast(LongType())
+        return _repeat_with_tail(code, length(H, j))
 
-    sections = F.concat(before, F.flatten(F.transform(F.sequence(F.lit(1), F.size(H)), section)))
-    sections = F.when(F.size(H) > 0, sections).otherwise(before)
-    # payload continuation: only files that print payloads can have one
+    sections = F.when(F.size(H) == 0, before).otherwise(
+        F.concat(before, F.flatten(F.transform(F.sequence(F.lit(1), F.size(H)), section))))
+    # payload continuation: only files with a record line printing a key or payload can have one
     known_marks = F.filter(F.transform(F.sequence(F.lit(1), n), lambda i: _known_code(L, i)),
                            lambda c: c.isNotNull())
-    step = step.select("file_id", "L", "G", "H", "file_has_legacy", owners.alias("O"), sections.alias("S"),
-                       F.when(F.col("has_payload") & (n > 0), known_marks).otherwise(
-                           F.array().cast("array<int>")).alias("K"))
+    step = step.select("file_id", "L", "file_has_legacy", owners.alias("O"), sections.alias("S"),
+                       F.when(F.col("has_payload") & (n > 0), known_marks).otherwise(nothing).alias("K"))
     K = F.col("K")
 
     def known_run(j: Column) -> Column:
@@ -225,10 +276,12 @@ def _whole_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) ->
     # the whole file again) for the test
     exploded = step.select("file_id", "file_has_legacy", F.posexplode_outer(zipped).alias("pos", "z")).filter(
         F.col("pos").isNotNull())
+    s = F.col("z.s")
     return exploded.select(
         "file_id", (F.col("pos") + 1).cast(LongType()).alias("line_number"), F.col("z.text").alias("text"),
-        F.col("z.s.sec").alias("sec"), F.col("z.s.sec_line").alias("sec_line"), F.col("z.s.skind").alias("skind"),
-        F.col("z.s.h_topic").alias("h_topic"), F.col("z.s.h_partition").alias("h_partition"),
+        s.bitwiseAND(F.lit(_IN_LOG - 1)).cast(IntegerType()).alias("sec"),
+        (s.bitwiseAND(F.lit(_IN_LOG)) != 0).alias("in_log"), (s.bitwiseAND(F.lit(_PROBLEM)) != 0).alias("has_problem"),
+        (s.bitwiseAND(F.lit(_TAIL)) != 0).alias("tail"),
         (F.col("z.o") / 4).cast(LongType()).alias("owner"), (F.col("z.o") % 4 == 3).alias("owner_needs_records"),
         F.col("z.k").alias("known_prev"), "file_has_legacy",
     )
@@ -243,40 +296,38 @@ def _known_code(L: Column, i: Column) -> Column:
 def _large_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) -> DataFrame:
     """The same columns for files too big to read whole: the text source, then one window per
     file ordered by each line's position (a shuffle of these files' lines)."""
-    raw = read_text_lines(spark, files)
+    raw = read_text_lines(spark, files).join(F.broadcast(_folders(spark, files)), "file_id")
     t = g.stripped(F.col("text"))
     kind = g.line_kind(t)
-    path = g.header_path(t)
-    h_topic, h_part = g.header_topic_partition(path)
     in_file = Window.partitionBy("file_id").orderBy("block_start", "mono")
     running = in_file.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     numbered = raw.select(
         "file_id", "text",
         F.row_number().over(in_file).cast(LongType()).alias("line_number"),
-        F.when(kind == "header", F.struct(
-            g.section_kind(path).alias("skind"), h_topic.alias("h_topic"), h_part.alias("h_partition"))).alias("_hdr"),
+        F.when(kind == "header", section_code(F.col("text"), F.col("topic"), F.col("partition"))).alias("_hdr"),
         F.when(kind == "header", F.lit(False)).when(kind.isin(*g.BATCH_KINDS), F.lit(True)).alias("_batch"),
         F.when(kind.isin(*g.BATCH_KINDS), needs_records(F.col("text"))).alias("_needs"),
-        (kind == "batch_v2").alias("_v2"),
+        (kind == "batch_legacy").alias("_legacy"),
         is_known_payload(t, kind).alias("_known"),
+        section_code(None, F.col("topic"), F.col("partition")).alias("_before"),
         "block_start", "mono",
     )
     carried = numbered.select(
-        "file_id", "line_number", "text",
+        "file_id", "line_number", "text", "_before",
         F.count("_hdr").over(running).cast(IntegerType()).alias("sec"),
-        F.last(F.when(F.col("_hdr").isNotNull(), F.struct(F.col("line_number").alias("line"), "_hdr")),
-               ignorenulls=True).over(running).alias("_h"),
+        F.last("_hdr", ignorenulls=True).over(running).alias("_h"),
         F.last(F.when(F.col("_batch").isNotNull(), F.struct(
             "_batch", F.col("line_number").alias("line"), "_needs")), ignorenulls=True).over(running).alias("_g"),
         F.last("_known", ignorenulls=True).over(running).alias("known_prev"),
-        F.max(F.when(F.col("_batch") & ~F.col("_v2"), 1).otherwise(0)).over(Window.partitionBy("file_id"))
-        .alias("_legacy"),
+        F.max(F.col("_legacy").cast(IntegerType())).over(Window.partitionBy("file_id")).alias("_any_legacy"),
     )
+    code = F.coalesce(F.col("_h"), F.col("_before"))
+    sec_end = F.max("line_number").over(Window.partitionBy("file_id", "sec"))
     return carried.select(
         "file_id", "line_number", "text", "sec",
-        F.col("_h.line").alias("sec_line"), F.col("_h._hdr.skind").alias("skind"),
-        F.col("_h._hdr.h_topic").alias("h_topic"), F.col("_h._hdr.h_partition").alias("h_partition"),
+        (code.bitwiseAND(F.lit(_IN_LOG)) != 0).alias("in_log"), (code.bitwiseAND(F.lit(_PROBLEM)) != 0).alias("has_problem"),
+        (sec_end - F.col("line_number") < TAIL_LINES).alias("tail"),
         F.when(F.col("_g._batch"), F.col("_g.line")).alias("owner"),
         F.coalesce(F.col("_g._batch") & F.col("_g._needs"), F.lit(False)).alias("owner_needs_records"),
-        "known_prev", (F.col("_legacy") == 1).alias("file_has_legacy"),
+        "known_prev", (F.col("_any_legacy") == 1).alias("file_has_legacy"),
     )

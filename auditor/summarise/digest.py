@@ -25,7 +25,9 @@ BIGINT overflow; a half-sum cannot overflow below 2^31 batches) and folded by :f
 
 from __future__ import annotations
 
-from pyspark.sql import Column
+from collections.abc import Callable, Sequence
+
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 #: A window holds the batches whose base offset is in ``[w * 2^16, (w + 1) * 2^16)``.
@@ -72,28 +74,43 @@ def batch_terms(base: Column, last: Column, epoch: Column, crc: Column) -> dict[
     }
 
 
-def summary_aggregates(base: Column, last: Column, epoch: Column, crc: Column, records: Column,
-                       is_valid: Column, when: Column | None = None) -> list[Column]:
-    """The aggregates of one summary row over the batches of a group (rows where ``when``
-    is false, or null, add nothing).
+#: An aggregate as (result name, aggregate function, its input per row).
+Spec = tuple[str, Callable[[Column], Column], Column]
 
-    Columns: ``n, records, min_base, max_base, max_last, crcless, invalid`` and
-    the sums of :data:`DIGEST_SUMS` and :data:`CHAIN_SUMS`.
-    """
+
+def summary_spec(base: Column, last: Column, epoch: Column, crc: Column, records: Column,
+                 is_valid: Column, when: Column | None = None) -> list[Spec]:
+    """The aggregates of one summary row over the batches of a group (rows where ``when``
+    is false, or null, add nothing): ``n, records, min_base, max_base, max_last, crcless,
+    invalid`` and the sums of :data:`DIGEST_SUMS` and :data:`CHAIN_SUMS`."""
     def only(c: Column) -> Column:
         return c if when is None else F.when(when, c)
 
     terms = batch_terms(base, last, epoch, crc)
     return [
-        F.count(only(F.lit(1))).alias("n"),
-        F.sum(only(records)).alias("records"),
-        F.min(only(base)).alias("min_base"),
-        F.max(only(base)).alias("max_base"),
-        F.max(only(last)).alias("max_last"),
-        F.count(only(F.when(crc.isNull(), 1))).alias("crcless"),
-        F.count(only(F.when(is_valid == F.lit(False), 1))).alias("invalid"),
-        *[F.sum(only(v)).alias(k) for k, v in terms.items()],
+        ("n", F.sum, only(F.lit(1))),
+        ("records", F.sum, only(records)),
+        ("min_base", F.min, only(base)),
+        ("max_base", F.max, only(base)),
+        ("max_last", F.max, only(last)),
+        ("crcless", F.sum, only(F.when(crc.isNull(), 1).otherwise(0))),
+        ("invalid", F.sum, only(F.when(is_valid == F.lit(False), 1).otherwise(0))),
+        *[(k, F.sum, only(v)) for k, v in terms.items()],
     ]
+
+
+def aggregate_specs(df: DataFrame, keys: Sequence[str], specs: Sequence[Spec]) -> DataFrame:
+    """``df`` grouped by ``keys`` with the aggregates of ``specs``. Each input is computed in
+    a projection of its own first, so the aggregate reads plain columns: its generated code
+    stays small enough for the JIT to compile."""
+    inputs = df.select(*keys, *[expr.alias(f"_in_{name}") for name, _, expr in specs])
+    return inputs.groupBy(*keys).agg(*[fn(F.col(f"_in_{name}")).alias(name) for name, fn, _ in specs])
+
+
+def summary_aggregates(base: Column, last: Column, epoch: Column, crc: Column, records: Column,
+                       is_valid: Column, when: Column | None = None) -> list[Column]:
+    """:func:`summary_spec` as aggregate columns over the expressions themselves."""
+    return [fn(expr).alias(name) for name, fn, expr in summary_spec(base, last, epoch, crc, records, is_valid, when)]
 
 
 def rollup(keys: list[str]) -> list[Column]:

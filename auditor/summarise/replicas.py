@@ -17,17 +17,24 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from auditor.summarise.digest import digest, is_chain, rollup
+from auditor.summarise.digest import DIGEST_SUMS, digest, is_chain, rollup
 
 KEY = ["snapshot", "topic", "partition", "replica"]
 
 
 def window_summaries(summaries: DataFrame) -> DataFrame:
-    """Per replica and window: the rolled-up summary and its two digests ``d1, d2``."""
+    """Per replica and window: the rolled-up summary, its digest sums and its two digests
+    ``d1, d2``."""
     rolled = summaries.groupBy(*KEY, "win").agg(*rollup([*KEY, "win"]))
     d1, d2 = digest()
     return rolled.select(*KEY, "win", "n", "records", "min_base", "max_base", "max_last", "crcless", "invalid",
-                         d1.alias("d1"), d2.alias("d2"))
+                         *DIGEST_SUMS, d1.alias("d1"), d2.alias("d2"))
+
+
+def tail_batches(summaries: DataFrame) -> DataFrame:
+    """The batches summarised one by one (the last lines of each dump section):
+    ``KEY, win, base`` and their digest terms (:data:`DIGEST_SUMS`)."""
+    return summaries.filter("tail").select(*KEY, "win", F.col("min_base").alias("base"), "crcless", *DIGEST_SUMS)
 
 
 def epoch_summaries(summaries: DataFrame) -> DataFrame:

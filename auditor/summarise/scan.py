@@ -29,16 +29,17 @@ from pyspark.sql.types import LongType
 from auditor.ingest import dump_grammar as g
 from auditor.ingest.discovery import InputFile
 from auditor.ingest.dumps import (
-    _with_replica,
     classified_lines,
     is_direct_v2_batch,
-    item_aggregates,
+    item_spec,
     pending_batches,
     pending_item,
+    SECTION_PROBLEM,
     shown_line,
+    with_replica,
 )
 from auditor.ingest.wholefile import read_dump_lines
-from auditor.summarise.digest import rollup, summary_aggregates, window_of
+from auditor.summarise.digest import aggregate_specs, rollup, summary_aggregates, summary_spec, window_of
 
 #: The scan's group key. Header lines (``H``) and quarantined lines (``E``) are groups of
 #: their own, so their text (the header's facts, the error and the line shown) is part of
@@ -59,27 +60,29 @@ SCAN_DDL = (
     "i_number bigint, i_length int, i_clean int, i_compressed int")
 SCAN_COLUMNS = tuple(part.strip().split(" ", 1)[0] for part in SCAN_DDL.split(", "))
 
-#: A summary row: one replica's batches of one file, section, window and epoch.
-SUMMARY_KEY = ("snapshot", "replica", "topic", "partition", "file", "file_id", "sec", "win", "epoch")
+#: A summary row: one replica's batches of one file, section, window and epoch; ``tail`` rows
+#: hold one batch of a section's last lines each.
+SUMMARY_KEY = ("snapshot", "replica", "topic", "partition", "file", "file_id", "sec", "win", "epoch", "tail")
 
 
 def keyed_lines(spark: SparkSession, dump_files: Sequence[tuple[int, InputFile]], files: DataFrame,
                 limit: int | None = None, with_v2: bool = False) -> DataFrame:
     """Every dump line, classified and judged, with the scan's group key (:data:`SCAN_KEY`);
     ``with_v2``: v2 batch lines are items too (``V``, for the drill-down)."""
-    rows = classified_lines(read_dump_lines(spark, dump_files, limit), files)
+    rows = classified_lines(read_dump_lines(spark, dump_files, limit), files, all_fields=with_v2)
     kind, item = pending_item(with_v2)
     v2 = is_direct_v2_batch() if not with_v2 else F.lit(False)
     quarantined = F.col("error").isNotNull()
     header = F.col("kind") == "header"
+    tail = v2 & F.col("tail")
     return rows.select(
         "*",
         F.when(v2, window_of(F.col("f_base"))).alias("win"),
         F.when(v2, F.col("f_epoch")).alias("epoch"),
-        F.when(quarantined, F.lit("E")).when(header, F.lit("H")).otherwise(kind).alias("item_kind"),
-        F.when(quarantined | header, F.col("line_number")).otherwise(item).alias("item"),
-    ).withColumn("skind", F.when(header, F.col("skind"))).withColumn("h_topic", F.when(header, F.col("h_topic"))) \
-        .withColumn("e_kind", F.when(quarantined, F.col("kind")))
+        F.when(quarantined, F.lit("E")).when(header, F.lit("H")).when(tail, F.lit("T")).otherwise(kind)
+        .alias("item_kind"),
+        F.when(quarantined | header | tail, F.col("line_number")).otherwise(item).alias("item"),
+    ).withColumnRenamed("h_skind", "skind").withColumn("e_kind", F.when(quarantined, F.col("kind")))
 
 
 def scan_dumps(spark: SparkSession, dump_files: Sequence[tuple[int, InputFile]], files: DataFrame,
@@ -94,25 +97,28 @@ def scan_dumps(spark: SparkSession, dump_files: Sequence[tuple[int, InputFile]],
     keyed = keyed_lines(spark, dump_files, files, limit)
     kind, disp = F.col("kind"), F.col("disposition")
     header = kind == "header"
-    v2 = is_direct_v2_batch()
     types = _types()
-    aggregated = keyed.groupBy(*SCAN_KEY).agg(
-        F.count(F.lit(1)).alias("lines"),
-        F.count(F.when(disp == "parsed", 1)).alias("lines_parsed"),
-        F.count(F.when(disp == "skipped", 1)).alias("lines_skipped"),
-        F.count(F.when(disp == "quarantined", 1)).alias("lines_quarantined"),
+
+    def flag(condition: Column) -> Column:
+        return F.when(condition, 1).otherwise(0)
+
+    aggregated = aggregate_specs(keyed.withColumn("_v2", is_direct_v2_batch()), SCAN_KEY, [
+        ("lines", F.sum, F.lit(1)),
+        ("lines_parsed", F.sum, flag(disp == "parsed")),
+        ("lines_skipped", F.sum, flag(disp == "skipped")),
+        ("lines_quarantined", F.sum, flag(disp == "quarantined")),
         # the section's facts (from its header line) and the lines that say where it starts
-        F.max(F.when(header, F.col("sec_line"))).alias("sec_line"),
-        F.max(F.when(header, F.col("h_partition"))).alias("h_partition"),
-        F.max(F.when(header, F.col("f_header_base"))).alias("header_base"),
-        F.min(F.when(kind == "segment_start", F.col("f_number"))).alias("start_line_offset"),
-        F.sum(F.when(kind == "invalid_bytes", F.col("f_number"))).alias("invalid_bytes"),
-        F.count(F.when(kind.isin(*g.BATCH_KINDS, *g.REBUILT_KINDS), 1)).alias("batch_lines"),
-        *summary_aggregates(F.col("f_base"), F.col("f_last"), F.col("f_epoch"), F.col("f_crc"),
-                            F.coalesce(F.col("f_count"), F.col("f_last") - F.col("f_base") + 1),
-                            F.col("f_valid"), when=v2),
-        *item_aggregates(),
-    )
+        ("sec_line", F.max, F.when(header, F.col("line_number"))),
+        ("h_partition", F.max, F.when(header, F.col("h_partition"))),
+        ("header_base", F.max, F.when(header, F.col("f_header_base"))),
+        ("start_line_offset", F.min, F.when(kind == "segment_start", F.col("f_number"))),
+        ("invalid_bytes", F.sum, F.when(kind == "invalid_bytes", F.col("f_number"))),
+        ("batch_lines", F.sum, flag(kind.isin(*g.BATCH_KINDS, *g.REBUILT_KINDS))),
+        *summary_spec(F.col("f_base"), F.col("f_last"), F.col("f_epoch"), F.col("f_crc"),
+                      F.coalesce(F.col("f_count"), F.col("f_last") - F.col("f_base") + 1),
+                      F.col("f_valid"), when=F.col("_v2")),
+        *item_spec(),
+    ])
     return aggregated.select(*[F.col(c).cast(types[c]).alias(c) for c in SCAN_COLUMNS])
 
 
@@ -148,15 +154,17 @@ def split_scan(scan: DataFrame, files: DataFrame) -> ScanParts:
     shown = shown_line(F.col("e_kind"), F.col("e_meta"), F.col("i_length"), F.col("i_clean") == 1,
                        g.header_path(F.col("e_meta")), F.col("i_base"), F.col("i_last"), F.col("i_epoch"),
                        F.col("i_crc"), F.col("i_valid").cast("boolean"), F.col("i_min_offset"), F.col("i_number"))
-    errors = scan.filter(F.col("item_kind") == "E").join(f, "file_id").select(
-        "snapshot", "broker", F.col("rel").alias("file"), F.col("item").alias("line_number"),
-        F.lit(None).cast(LongType()).alias("byte_offset"), shown.alias("line"), "error")
     per_section = scan.groupBy("file_id", "sec").agg(
         F.max("sec_line").alias("sec_line"), F.max("skind").alias("skind"), F.max("h_topic").alias("h_topic"),
         F.max("h_partition").alias("h_partition"), F.max("header_base").alias("header_base"),
         F.min("start_line_offset").alias("start_line_offset"), F.sum("invalid_bytes").alias("invalid_bytes"),
         F.sum("batch_lines").alias("batch_lines"))
-    placed = per_section.join(f, "file_id").transform(_with_replica)
+    placed = per_section.join(f, "file_id").transform(with_replica)
+    problems = placed.select("file_id", "sec", "section_problem")
+    errors = scan.filter(F.col("item_kind") == "E").join(f, "file_id").join(problems, ["file_id", "sec"], "left").select(
+        "snapshot", "broker", F.col("rel").alias("file"), F.col("item").alias("line_number"),
+        F.lit(None).cast(LongType()).alias("byte_offset"), shown.alias("line"),
+        F.when(F.col("error") == SECTION_PROBLEM, F.col("section_problem")).otherwise(F.col("error")).alias("error"))
     in_log = ((F.col("skind_or_log") == "log") & F.col("section_problem").isNull() & F.col("r_topic").isNotNull())
     sections = placed.select(
         "file_id", "sec", "snapshot", F.col("broker").alias("replica"), F.col("r_topic").alias("topic"),
@@ -169,7 +177,7 @@ def split_scan(scan: DataFrame, files: DataFrame) -> ScanParts:
     )
     place = sections.select("file_id", "sec", "snapshot", "replica", "topic", "partition", "file")
     summaries = scan.filter(F.col("win").isNotNull()).join(F.broadcast(place), ["file_id", "sec"]).select(
-        *SUMMARY_KEY, *[c for c in SUMMARY_VALUES])
+        *SUMMARY_KEY[:-1], F.coalesce(F.col("item_kind") == "T", F.lit(False)).alias("tail"), *SUMMARY_VALUES)
     items = scan.filter(F.col("item_kind").isin("B", "R", "M", "V")).join(F.broadcast(place), ["file_id", "sec"]).select(
         "file_id", "sec", "item_kind", "item", F.col("file").alias("rel"), "snapshot",
         F.col("replica").alias("broker"), F.col("topic").alias("r_topic"), F.col("partition").alias("r_partition"),
@@ -189,7 +197,7 @@ def summarise_batches(batches: DataFrame) -> DataFrame:
     partition, file, base_offset, last_offset, epoch, crc, record_count, is_valid``, and
     ``file_id, sec`` when they have them)."""
     extra = [F.lit(None).cast("int").alias(c) if c == "file_id" else F.lit(0).alias(c)
-             for c in ("file_id", "sec") if c not in batches.columns]
+             for c in ("file_id", "sec") if c not in batches.columns] + [F.lit(False).alias("tail")]
     keyed = batches.select("*", *extra, window_of(F.col("base_offset")).alias("win"))
     return keyed.groupBy(*SUMMARY_KEY).agg(
         *summary_aggregates(F.col("base_offset"), F.col("last_offset"), F.col("epoch"), F.col("crc"),

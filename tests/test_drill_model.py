@@ -1,0 +1,173 @@
+"""The summaries and the drill-down against the pure-Python reference model.
+
+Replica histories (tests/history.py) are damaged here and there: a batch dropped (a gap), a
+batch stretched over the next one (an overlap), a batch printed twice (two dumps of one
+segment), a batch rewritten with other content or in a lower epoch (a regression). Windows
+are made 4 offsets wide and a section's tail 2 lines, so one history spans many windows:
+some windows equal, some different, differences at window edges, followers lagging by more
+and by less than the tail. Every value the engine derives from summaries or from drilled
+batches (divergence, truncation, records removed, counts, lineage, gaps, overlaps,
+regressions, ISR completeness) must equal the model's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import functions as F
+
+from auditor import audit, load_snapshot
+from auditor.ingest import wholefile
+from auditor.simulator.kafka_text import PartitionMeta
+from auditor.summarise import digest
+from tests import reference as ref
+from tests.history import History, histories
+from tests.scenarios import Replica, write_describe, write_partition
+
+pytestmark = pytest.mark.spark
+
+Batch = tuple[int, int, int, str]  # base, last, epoch, content
+
+
+@dataclass
+class Damaged:
+    history: History
+    logs: dict[int, list[Batch]]  # what each replica's dump prints (repeats included)
+
+
+@st.composite
+def damaged_histories(draw: st.DrawFn) -> Damaged:
+    h = draw(histories())
+    logs = {rid: list(r.log) for rid, r in h.replicas.items()}
+    for _ in range(draw(st.integers(0, 3))):
+        rid = draw(st.sampled_from(sorted(logs)))
+        log = logs[rid]
+        if len(log) < 2:
+            continue
+        i = draw(st.integers(1, len(log) - 1))
+        base, last, epoch, content = log[i]
+        damage = draw(st.sampled_from(["gap", "overlap", "repeat", "content", "regress"]))
+        if damage == "gap":
+            del log[i]
+        elif damage == "overlap":
+            log[i - 1] = (log[i - 1][0], base, log[i - 1][2], log[i - 1][3] + "+")
+        elif damage == "repeat":
+            log.insert(i, log[i])
+        elif damage == "content":
+            log[i] = (base, last, epoch, content + "x")
+        elif damage == "regress" and epoch > 0:
+            log[i] = (base, last, epoch - 1, content + "r")
+    return Damaged(h, logs)
+
+
+def _sequence(batches: list[Batch]) -> tuple[set[tuple[int, int]], set[tuple[int, int]], set[tuple[int, int, int]]]:
+    """Gaps, overlaps and epoch-regression runs of a replica's log (SPEC 5), as the engine
+    defines them: batches in offset order, each against the highest offset and epoch before it."""
+    ordered = sorted(set(batches), key=lambda b: (b[0], b[1], b[2], b[3]))
+    gaps, overlaps, runs = set(), set(), []
+    prev_last: int | None = None
+    max_epoch: int | None = None
+    prev_reg: tuple[int, int] | None = None  # (last, epoch) of the previous regressing batch
+    for base, last, epoch, _ in ordered:
+        if prev_last is not None and base > prev_last + 1:
+            gaps.add((prev_last + 1, base))
+        if prev_last is not None and base <= prev_last:
+            overlaps.add((base, last + 1))
+        if epoch >= 0 and max_epoch is not None and epoch < max_epoch:
+            if prev_reg is not None and prev_reg == (prev_last, epoch) and runs and runs[-1][2] == epoch:
+                runs[-1][1] = max(runs[-1][1], last + 1)
+            else:
+                runs.append([base, last + 1, epoch])
+            prev_reg = (last, epoch)
+        prev_last = last if prev_last is None else max(prev_last, last)
+        if epoch >= 0:
+            max_epoch = epoch if max_epoch is None else max(max_epoch, epoch)
+    return gaps, overlaps, {tuple(r) for r in runs}  # type: ignore[misc]
+
+
+def _expected(d: Damaged) -> tuple[dict, dict, set]:  # type: ignore[type-arg]
+    h = d.history
+    logs = {rid: sorted(set(log)) for rid, log in d.logs.items()}
+    # SPEC 2: max(last offset + 1, base of the newest segment dumped); an empty replica's
+    # dump is one segment at 0
+    leo = {rid: (max(b[1] for b in log) + 1 if log else 0) for rid, log in logs.items()}
+    start = {rid: (log[0][0] if log else None) for rid, log in logs.items()}
+    cache = {rid: ref.effective_cache(h.replicas[rid].cache, leo[rid]) for rid in logs}
+    lead = h.leader
+    status, lineage, found = {}, {}, set()
+    for rid, log in logs.items():
+        spans = [(b, last, e) for b, last, e, _ in log]
+        lineage[rid] = sorted(ref.log_lineage(spans))
+        gaps, overlaps, runs = _sequence(d.logs[rid])
+        found |= {(rid, "OFFSET_GAP", a, b) for a, b in gaps} | {(rid, "OFFSET_OVERLAP", a, b) for a, b in overlaps}
+        found |= {(rid, "EPOCH_REGRESSION", a, b, e) for a, b, e in runs}
+        if rid == lead or not log or not logs[lead]:
+            status[rid] = (len(log), leo[rid], None, None, None)
+            continue
+        lso = max(start[rid], start[lead])
+        d_off = ref.divergence_offset(log, logs[lead], lso)
+        tr = ref.truncate_epoch(cache[lead], leo[lead], cache[rid], leo[rid], h.replicas[rid].hwm, spans)
+        t = None if tr.missing_hwm else tr.offset
+        removed = sum(last - base + 1 for base, last, _, _ in log if t is not None and last >= t)
+        status[rid] = (len(log), leo[rid], d_off, t, removed if not tr.missing_hwm else None)
+        l_hwm = h.replicas[lead].hwm
+        if l_hwm is not None:  # ISR_INCOMPLETE: every replica is in the ISR
+            held = set(log)
+            lacking = [b for b in logs[lead] if b[0] < l_hwm and b[1] >= lso and b not in held]
+            if lacking:
+                found.add((rid, "ISR_INCOMPLETE", min(b[0] for b in lacking), l_hwm))
+    return status, lineage, found
+
+
+CHECKS = ("OFFSET_GAP", "OFFSET_OVERLAP", "EPOCH_REGRESSION", "ISR_INCOMPLETE")
+
+
+@settings(max_examples=1, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
+@given(ds=st.lists(damaged_histories(), min_size=60, max_size=60))
+def test_summaries_and_drill_down_match_the_model(spark, tmp_path_factory, monkeypatch, ds) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(digest, "WINDOW_BITS", 2)
+    monkeypatch.setattr(wholefile, "TAIL_LINES", 2)
+    root = tmp_path_factory.mktemp("drill")
+    for i, d in enumerate(ds):
+        # a repeated batch is printed by a second dump of the replica's segment
+        write_partition(root, f"h{i}", 0, {
+            rid: Replica([(b, last, e) for b, last, e, _ in sorted(set(log))], d.history.replicas[rid].hwm,
+                         checkpoint=d.history.replicas[rid].cache, salt={b: c for b, _, _, c in log})
+            for rid, log in d.logs.items()})
+        for rid, log in d.logs.items():
+            repeated = [b for b in set(log) if log.count(b) > 1]
+            if repeated:
+                folder = root / f"broker={rid}" / "data" / f"h{i}-0"
+                original = next(folder.glob("*.log.txt"))
+                (folder / ("again-" + original.name)).write_text(original.read_text())
+    write_describe(root, {f"h{i}": [PartitionMeta(0, d.history.leader, tuple(d.logs), tuple(d.logs))]
+                          for i, d in enumerate(ds)})
+    tables = audit(load_snapshot(spark, str(root)), "epoch", run_id="drill")
+    rs = {(r.topic, r.replica): r for r in tables["replica_status"].collect()}
+    lineage: dict[tuple[str, int], list] = {}  # type: ignore[type-arg]
+    for r in tables["epoch_lineage"].filter(F.col("source") == "log").collect():
+        lineage.setdefault((r.topic, r.replica), []).append((r.epoch, r.start_offset, r.end_offset, r.batch_count))
+    got = {(r.topic, r.replica, r.check, r.offset_start, r.offset_end, *((r.epoch,) if r.check == "EPOCH_REGRESSION" else ()))
+           for r in tables["findings"].filter(F.col("check").isin(*CHECKS)).collect()}
+    for i, d in enumerate(ds):
+        topic = f"h{i}"
+        status, want_lineage, want_found = _expected(d)
+        for rid, (count, leo, d_off, t, removed) in status.items():
+            r = rs[(topic, rid)]
+            assert (r.batch_count, r.log_end_offset) == (count, leo), (topic, rid, d)
+            if r.role == "follower" and count:
+                assert (r.divergence_offset, r.truncation_offset) == (d_off, t), (topic, rid, d)
+                if removed is not None:
+                    assert r.records_to_truncate == removed, (topic, rid, d)
+            assert sorted(lineage.get((topic, rid), [])) == want_lineage[rid], (topic, rid, d)
+        assert {g[1:] for g in got if g[0] == topic} == want_found, (topic, d)
+
+
+def test_the_model_finds_sequence_problems() -> None:
+    log = [(0, 1, 1, "a"), (2, 3, 1, "b"), (6, 6, 2, "c"), (5, 8, 2, "d"), (9, 9, 1, "e"), (10, 10, 1, "f")]
+    gaps, overlaps, runs = _sequence(log)
+    assert gaps == {(4, 5)} and overlaps == {(6, 7)} and runs == {(9, 11, 1)}
