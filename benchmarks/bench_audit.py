@@ -1,8 +1,8 @@
-"""Benchmark: the audit end to end against the floors (``wc -l``, a bare Spark scan) and
-against a plain single-threaded Python script, at several input sizes. One JSON line per size.
+"""Benchmark: the audit end to end against a Spark floor job over the same files and against
+a plain single-threaded Python script, at several input sizes. One JSON line per size.
 
     .venv/bin/python benchmarks/bench_audit.py [--sizes 1M,3M,10M] [--workdir DIR]
-        [--layout per-segment|per-broker] [--keep]
+        [--layout per-segment|per-broker] [--no-healthy] [--fixed] [--keep]
 
 Each size is a number of batch lines in an ``auditor simulate`` snapshot: 3 replicas per
 partition, 333 batches per replica, one partition in 20 diverged by an unclean election
@@ -11,22 +11,30 @@ x 3 replicas, 3 batches each). Every measurement of one line runs on the same fi
 after the other:
 
 - ``wc_s``: ``wc -l`` over every dump file (the floor of reading the text);
-- ``spark_scan_s``: a fresh Spark process counting the batch lines of the same files
-  (``spark.read.text`` + ``startswith`` filter), process start to answer;
-- ``spark_parse_s``: the floor of any parser built from Spark's built-in functions: a
-  fresh Spark process that splits each batch line at spaces, reads the four numbers the
-  script reads (base and last offset, epoch, CRC) at their fixed token positions, and sums
-  them. No line numbers, no sections, no shuffle: less than the audit must do;
+- ``spark_floor_s``: the Spark floor job (issue 21), a fresh Spark process with the
+  audit's session settings (``auditor.spark.build_session``: the same small-file packing)
+  that reads the same files from a driver-built file list, splits each batch line, and
+  computes per file: count, min base offset, max last offset and an ``xxhash64`` sum of
+  (base, last, epoch, CRC). Process start to answer. Less than the audit must do: no line
+  numbers, no sections, no checkpoints, nothing compared;
 - ``python_s``: this script's plain parser, single-threaded: one regular expression per batch
   line, the leader from ``topics-describe.txt``, each follower's divergence from its leader
   (first base offset where their batches differ) and Kafka's epoch truncation
   (``tests/reference.py``);
 - ``audit_s``: ``auditor audit`` as a user runs it, process start to tables written;
-- ``audit_jobs``: Spark jobs the audit ran; ``audit_peak_rss_mb``: the driver JVM's peak
+  ``audit_jobs``: Spark jobs the audit ran; ``audit_peak_rss_mb``: the driver JVM's peak
   resident set (``VmHWM``; in local mode the executors live in it);
-- ratios: ``audit_over_python`` (below 1: the audit is faster), ``audit_over_scan``.
+- ``healthy_audit_s`` (unless ``--no-healthy``): the audit of the same cluster simulated
+  with no fault (same seed and sizes), and ``diverged_over_healthy``;
+- ratios: ``audit_over_floor``, ``audit_over_python`` (below 1: the audit is faster).
 
 The Python script and the audit must agree on how many followers diverged.
+
+``--fixed`` first prints one line of fixed costs, measured in the same run: ``bare_spark_s``
+(a default SparkSession's start, one job and stop, in a fresh process),
+``one_partition_audit_s`` (``auditor audit`` of a one-partition snapshot, CLI start to
+exit), ``demo_audit_s`` (the demo's snapshot, as ``scripts/demo.sh`` simulates it) and
+the ratio ``one_partition_over_bare``.
 """
 
 from __future__ import annotations
@@ -82,17 +90,7 @@ def dump_files(root: Path) -> list[str]:
     return sorted(str(p) for p in root.rglob("*.txt") if p.name != "topics-describe.txt")
 
 
-SCAN = """
-import sys, json
-from pyspark.sql import functions as F
-from auditor.spark import build_session
-spark = build_session(None, quiet=True)
-paths = [l.rstrip("\\n") for l in open(sys.argv[1])]
-n = spark.read.text(paths).filter(F.col("value").startswith("baseOffset: ")).count()
-print(json.dumps({"batch_lines": n}))
-"""
-
-PARSE = """
+FLOOR = """
 import sys, json
 from pyspark.sql import functions as F
 from auditor.spark import build_session
@@ -101,12 +99,22 @@ paths = [l.rstrip("\\n") for l in open(sys.argv[1])]
 lines = spark.read.text(paths).filter(F.col("value").startswith("baseOffset: "))
 tok = F.split(F.col("value"), " ")
 # 3.3+ batch lines: baseOffset: B lastOffset: L count: C ... partitionLeaderEpoch: E ... crc: R
-n = F.array_position(tok, "partitionLeaderEpoch:").cast("int")
+e = F.array_position(tok, "partitionLeaderEpoch:").cast("int")
 c = F.array_position(tok, "crc:").cast("int")
-fields = [F.get(tok, 1), F.get(tok, 3), F.get(tok, n), F.get(tok, c)]
-row = lines.select(F.count(F.lit(1)).alias("n"),
-                   *[F.sum(f.cast("long")).alias(f"s{i}") for i, f in enumerate(fields)]).first()
-print(json.dumps({"batch_lines": row["n"]}))
+base, last = F.get(tok, 1).cast("long"), F.get(tok, 3).cast("long")
+epoch, crc = F.get(tok, e).cast("int"), F.get(tok, c).cast("long")
+per_file = lines.groupBy(F.col("_metadata.file_path").alias("file")).agg(
+    F.count(F.lit(1)).alias("n"), F.min(base).alias("lo"), F.max(last).alias("hi"),
+    F.sum(F.xxhash64(base, last, epoch, crc)).alias("h"))
+row = per_file.agg(F.sum("n").alias("n"), F.count(F.lit(1)).alias("files")).first()
+print(json.dumps({"batch_lines": row["n"], "files": row["files"]}))
+"""
+
+BARE = """
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.getOrCreate()
+spark.range(1).count()
+spark.stop()
 """
 
 AUDIT = """
@@ -189,15 +197,58 @@ def audited_divergence(out: Path, run_id: str) -> int:
                and r["divergence_offset"] is not None)
 
 
+def healthy_args(sim_args: list[str]) -> list[str]:
+    """The same simulate arguments with no fault."""
+    i = sim_args.index("--faults")
+    return [*sim_args[:i], "--faults", "none", *sim_args[i + 2:]]
+
+
+def run_audit(work: Path, label: str, root: Path) -> tuple[float, dict[str, object]]:
+    """``auditor audit``'s run in a fresh process: (seconds, its jobs, peak RSS, diverged followers)."""
+    out_dir = work / f"out-{label}"
+    shutil.rmtree(out_dir, ignore_errors=True)
+    seconds, out = timed([PY, "-c", AUDIT, str(root), str(out_dir)], cwd=str(REPO))
+    info = json.loads(out.strip().splitlines()[-1])
+    info["diverged"] = audited_divergence(out_dir, info["run_id"])
+    shutil.rmtree(out_dir, ignore_errors=True)
+    return seconds, info
+
+
+def fixed_costs(work: Path, auditor: str) -> dict[str, object]:
+    """The fixed-cost line of ``--fixed`` (see the module's docstring)."""
+    one, demo = work / "snap-one-partition", work / "snap-demo"
+    for root, args in ((one, ["--brokers", "3", "--topics", "1", "--partitions", "1", "--batches", "20"]),
+                       (demo, ["--brokers", "3", "--topics", "2", "--partitions", "4", "--faults",
+                                "unclean-election,lossy-shutdown,fast-failover,stopped-follower"])):
+        if not (root / "topics-describe.txt").exists():
+            shutil.rmtree(root, ignore_errors=True)
+            subprocess.run([auditor, "simulate", str(root), "--seed", "7", *args], check=True, capture_output=True)
+    bare_s, _ = timed([PY, "-c", BARE], cwd=str(work))
+    row: dict[str, object] = {"size": "fixed", "bare_spark_s": round(bare_s, 2)}
+    for name, root in (("one_partition", one), ("demo", demo)):
+        out_dir = work / f"out-{name}"
+        shutil.rmtree(out_dir, ignore_errors=True)
+        seconds, _ = timed([auditor, "audit", str(root), "--out", str(out_dir), "--fail-on", "never"], cwd=str(work))
+        row[f"{name}_audit_s"] = round(seconds, 2)
+        shutil.rmtree(out_dir, ignore_errors=True)
+    row["one_partition_over_bare"] = round(float(row["one_partition_audit_s"]) / bare_s, 2)  # type: ignore[arg-type]
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1M,3M,10M")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--layout", default="per-segment", choices=["per-segment", "per-broker"])
     parser.add_argument("--keep", action="store_true", help="keep the generated snapshots")
+    parser.add_argument("--no-healthy", dest="healthy", action="store_false",
+                        help="skip the audit of the same cluster simulated with no fault")
+    parser.add_argument("--fixed", action="store_true", help="first measure the fixed costs (one partition, demo)")
     args = parser.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="auditor-bench-"))
     auditor = str(Path(PY).with_name("auditor"))
+    if args.fixed:
+        print(json.dumps(fixed_costs(work, auditor)), flush=True)
     for size in args.sizes.split(","):
         label, sim_args = parse_size(size)
         root = work / f"snap-{label}"
@@ -212,29 +263,33 @@ def main() -> None:
                                   "input_bytes": sum(os.path.getsize(f) for f in files)}
         wc_s, _ = timed(["bash", "-c", f"xargs -a {listing} -d '\\n' cat | wc -l"])
         row["wc_s"] = round(wc_s, 2)
-        scan_s, out = timed([PY, "-c", SCAN, str(listing)], cwd=str(REPO))
+        floor_s, out = timed([PY, "-c", FLOOR, str(listing)], cwd=str(REPO))
         row["batch_lines"] = json.loads(out.strip().splitlines()[-1])["batch_lines"]
-        row["spark_scan_s"] = round(scan_s, 2)
-        parse_s, out = timed([PY, "-c", PARSE, str(listing)], cwd=str(REPO))
-        assert json.loads(out.strip().splitlines()[-1])["batch_lines"] == row["batch_lines"]
-        row["spark_parse_s"] = round(parse_s, 2)
+        row["spark_floor_s"] = round(floor_s, 2)
         t0 = time.perf_counter()
         parsed, py_diverged = python_script(root)
         row["python_s"] = round(time.perf_counter() - t0, 2)
         assert parsed == row["batch_lines"], (parsed, row["batch_lines"])
-        out_dir = work / f"out-{label}"
-        shutil.rmtree(out_dir, ignore_errors=True)
-        audit_s, out = timed([PY, "-c", AUDIT, str(root), str(out_dir)], cwd=str(REPO))
-        info = json.loads(out.strip().splitlines()[-1])
+        audit_s, info = run_audit(work, label, root)
         row.update(audit_s=round(audit_s, 2), audit_jobs=info["jobs"], audit_peak_rss_mb=info["jvm_peak_mb"])
-        diverged = audited_divergence(out_dir, info["run_id"])
+        diverged = info["diverged"]
         assert diverged == py_diverged, ("audit and script disagree on diverged followers", diverged, py_diverged)
         row.update(diverged_followers=diverged,
-                   audit_over_python=round(audit_s / float(row["python_s"]), 2),  # type: ignore[arg-type]
-                   audit_over_scan=round(audit_s / scan_s, 2),
-                   parse_floor_over_python=round(parse_s / float(row["python_s"]), 2))  # type: ignore[arg-type]
+                   audit_over_floor=round(audit_s / floor_s, 2),
+                   audit_over_python=round(audit_s / float(row["python_s"]), 2))  # type: ignore[arg-type]
+        if args.healthy:
+            healthy = work / f"snap-{label}-healthy"
+            if not (healthy / "topics-describe.txt").exists():
+                shutil.rmtree(healthy, ignore_errors=True)
+                subprocess.run([auditor, "simulate", str(healthy), "--seed", "3", "--dump-layout", args.layout,
+                                *healthy_args(sim_args)], check=True, capture_output=True)
+            healthy_s, hinfo = run_audit(work, label + "-healthy", healthy)
+            assert hinfo["diverged"] == 0, hinfo
+            row.update(healthy_audit_s=round(healthy_s, 2), healthy_audit_jobs=hinfo["jobs"],
+                       diverged_over_healthy=round(audit_s / healthy_s, 2))
+            if not args.keep:
+                shutil.rmtree(healthy, ignore_errors=True)
         print(json.dumps(row), flush=True)
-        shutil.rmtree(out_dir, ignore_errors=True)
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
 
