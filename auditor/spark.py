@@ -107,13 +107,6 @@ def build_session(
         # Spark's file-status cache only holds heap.
         settings["spark.sql.sources.ignoreDataLocality"] = "true"
         settings["spark.sql.hive.filesourcePartitionFileCacheSize"] = "0"
-        # No broadcast joins on one machine: each broadcast is a Spark job of its own (29 of
-        # the 47 jobs of a 1M-line audit), where a shuffle join is a stage of the job that
-        # needs it (hints too: most of them are ours). Measured on 1M batch lines: 47 -> 18 jobs,
-        # 78-84 s -> 74-76 s (38 jobs, 80 s with the hints kept). A cluster
-        # keeps them (there a shuffle crosses the network).
-        settings["spark.sql.autoBroadcastJoinThreshold"] = "-1"
-        settings["spark.sql.optimizer.disableHints"] = "true"
         # Python workers (the WAL decoder's mapInArrow) run this interpreter, with this
         # environment's packages, not whatever `python3` is first on the PATH (PySpark
         # reads the variable when the context starts).
