@@ -171,3 +171,22 @@ def test_the_model_finds_sequence_problems() -> None:
     log = [(0, 1, 1, "a"), (2, 3, 1, "b"), (6, 6, 2, "c"), (5, 8, 2, "d"), (9, 9, 1, "e"), (10, 10, 1, "f")]
     gaps, overlaps, runs = _sequence(log)
     assert gaps == {(4, 5)} and overlaps == {(6, 7)} and runs == {(9, 11, 1)}
+
+
+def test_a_window_that_differs_only_in_content_is_drilled(spark, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Windows equal in count but not in content are compared batch by batch, away from
+    every truncation probe: a follower whose batch 9 has another CRC (window 8-11 of 4
+    offsets), and a follower lagging within the tail whose last batch has another CRC
+    (the tail prefix must match on digests, not only on counts)."""
+    monkeypatch.setattr(digest, "WINDOW_BITS", 2)
+    monkeypatch.setattr(wholefile, "TAIL_LINES", 2)
+    spans = [(i, i, 1) for i in range(20)]
+    write_partition(tmp_path, "middle", 0, {1: Replica(spans, 20), 2: Replica(spans, 20, salt={9: "x"})})
+    write_partition(tmp_path, "lagging", 0, {1: Replica(spans, 18), 2: Replica(spans[:18], 18, salt={17: "x"})})
+    write_partition(tmp_path, "healthy", 0, {1: Replica(spans, 18), 2: Replica(spans[:18], 18)})
+    write_describe(tmp_path, {t: [PartitionMeta(0, 1, (1, 2), (1, 2))] for t in ("middle", "lagging", "healthy")})
+    tables = audit(load_snapshot(spark, str(tmp_path)), "epoch", run_id="content")
+    rows = {r.topic: r for r in tables["replica_status"].filter(F.col("replica") == 2).collect()}
+    assert (rows["middle"].divergence_offset, rows["middle"].status) == (9, "silent_divergence")
+    assert rows["lagging"].divergence_offset == 17
+    assert rows["healthy"].divergence_offset is None and rows["healthy"].status != "silent_divergence"
