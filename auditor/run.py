@@ -32,12 +32,17 @@ from auditor.engine import audit
 from auditor.errors import AuditorError, InconsistentResultError, UsageError
 from auditor.ingest.model import Snapshot
 from auditor.ingest.snapshot import load_snapshot
-from auditor.materialise import keep_work_dirs, materialise, new_work_dir, read_frame_arrow, stream_frame_arrow
-from auditor.sinks import commit
+from auditor.materialise import (
+    keep_work_dirs,
+    materialise,
+    new_work_dir,
+    read_frame_arrow,
+    stream_frame_arrow,
+)
+from auditor.sinks import commit, schemas
 from auditor.sinks import delta as io
-from auditor.sinks import schemas
 from auditor.sinks.runview import findings_by_check
-from auditor.spark import replica_sized
+from auditor.spark import SMALL_TABLE_CONF, replica_sized, session_conf
 
 logger = logging.getLogger(__name__)
 
@@ -92,51 +97,44 @@ def run_audit(
         run_id=run_id, cluster=config.cluster, started_at=started, input=snapshot_path, format=config.format,
         protocol=protocol, writer=writer.name, tool_version=__version__, spark_version=spark.version)
     work_dir = new_work_dir()
-    saved = {k: spark.conf.get(k, None) for k in SMALL_INPUT_CONF}
-    if is_small_input(snapshot_path):
-        for key, value in SMALL_INPUT_CONF.items():
-            spark.conf.set(key, value)
-    try:
-        progress(f"reading and parsing the input under {snapshot_path}")
-        snap = load_snapshot(spark, snapshot_path, format=config.format, snapshot=snapshot_label,
-                             default_snapshot=started, work_dir=work_dir,
-                             store=(out, config.cluster) if config.incremental else None)
-        progress(f"{snap.files_read} input files parsed ({sum(snap.files_skipped.values())} skipped); auditing")
-        history = io.read_history(spark, out, config.cluster, run_id)
-        with replica_sized(spark, snap.replica_estimate):
-            tables = audit(snap, protocol, run_id=run_id, cluster=config.cluster, audit_time=started,
-                           config=config, history=history)
-            progress("computing the output tables")
-            # One job computes every output table into the run's work dir; the writer, the
-            # summary and the exit status all read those same stored rows.
-            stored = materialise(tables, work_dir, OUTPUT)
-        arrow = {name: stored_arrow(work_dir, name) for name in tables}
-        summary_before = _finding_summary(arrow["findings"], config.fail_on)
-        counts = _counts(snap, arrow, summary_before[0])
-        after: list[tuple[list[tuple[str, str, int, int]], int]] = []
+    # (the settings of a small input are put back when the run ends, whatever happens)
+    with session_conf(spark, SMALL_INPUT_CONF if is_small_input(snapshot_path) else {}):
+        try:
+            progress(f"reading and parsing the input under {snapshot_path}")
+            snap = load_snapshot(spark, snapshot_path, format=config.format, snapshot=snapshot_label,
+                                 default_snapshot=started, work_dir=work_dir,
+                                 store=(out, config.cluster) if config.incremental else None)
+            progress(f"{snap.files_read} input files parsed ({sum(snap.files_skipped.values())} skipped); auditing")
+            history = io.read_history(spark, out, config.cluster, run_id)
+            with replica_sized(spark, snap.replica_estimate):
+                tables = audit(snap, protocol, run_id=run_id, cluster=config.cluster, audit_time=started,
+                               config=config, history=history)
+                progress("computing the output tables")
+                # One job computes every output table into the run's work dir; the writer, the
+                # summary and the exit status all read those same stored rows.
+                stored = materialise(tables, work_dir, OUTPUT)
+            arrow = {name: stored_arrow(work_dir, name) for name in tables}
+            summary_before = _finding_summary(arrow["findings"], config.fail_on)
+            counts = _counts(snap, arrow, summary_before[0])
+            after: list[tuple[list[tuple[str, str, int, int]], int]] = []
 
-        def still_consistent() -> None:
-            after.append(_finding_summary(stored_arrow(work_dir, "findings"), config.fail_on))
-            check_consistent(summary_before, after[0],
-                             getattr(writer, "rows_written", {}).get(io.table_path(out, "findings")))
+            def still_consistent() -> None:
+                after.append(_finding_summary(stored_arrow(work_dir, "findings"), config.fail_on))
+                check_consistent(summary_before, after[0],
+                                 getattr(writer, "rows_written", {}).get(io.table_path(out, "findings")))
 
-        commit.land(
-            out, writer, identity,
-            [(name, arrow[name] if writer.name == "deltalake" else stored[name]) for name in tables],
-            lambda: identity.row("SUCCEEDED", counts), before_runs_row=still_consistent, progress=progress,
-            after=(lambda: _save_store(out, config, run_id, snap, progress)) if snap.store is not None else None)
-        by_check, failing = after[0]
-    except Exception as exc:  # AuditorError included: record the failure (the writes are undone), re-raise
-        _record_failure(writer, out, identity, exc)
-        raise
-    finally:
-        if not keep_work_dirs():
-            shutil.rmtree(work_dir, ignore_errors=True)
-        for key, value in saved.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
+            commit.land(
+                out, writer, identity,
+                [(name, arrow[name] if writer.name == "deltalake" else stored[name]) for name in tables],
+                lambda: identity.row("SUCCEEDED", counts), before_runs_row=still_consistent, progress=progress,
+                after=(lambda: _save_store(out, config, run_id, snap, progress)) if snap.store is not None else None)
+            by_check, failing = after[0]
+        except Exception as exc:  # AuditorError included: record the failure (the writes are undone), re-raise
+            _record_failure(writer, out, identity, exc)
+            raise
+        finally:
+            if not keep_work_dirs():
+                shutil.rmtree(work_dir, ignore_errors=True)
     return RunResult(
         run_id=run_id, out=out, writer=writer.name, counts=counts, findings_by_check=by_check,
         worst_partitions=_worst_partitions(arrow["partition_status"]),
@@ -151,13 +149,7 @@ SMALL_INPUT_BYTES = 32 << 20
 #: :func:`auditor.spark.build_session`. Broadcast hints are ignored too: a broadcast, even
 #: of a local relation, is a job, where a one-partition shuffle join is a stage of the job
 #: that needs it (the demo: 29 -> 15 jobs).
-SMALL_INPUT_CONF = {
-    "spark.sql.optimizer.disableHints": "true",
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-    "spark.sql.autoBroadcastJoinThreshold": "-1",
-    "spark.sql.shuffle.partitions": "1",
-}
+SMALL_INPUT_CONF: dict[str, str | None] = {**SMALL_TABLE_CONF, "spark.sql.shuffle.partitions": "1"}
 
 
 def is_small_input(path: str, limit: int = SMALL_INPUT_BYTES) -> bool:

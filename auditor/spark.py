@@ -205,15 +205,18 @@ def _spill_dir() -> str:
     return path
 
 
-#: Settings for the work after the scan, on tables the size of the replica count: no
-#: broadcast (each is a Spark job of its own: a join is then a stage of the job that needs
-#: it) and no code generation (compiling a stage's code costs more than running it,
-#: interpreted, on a few thousand rows).
-REPLICA_SIZED_CONF: dict[str, str | None] = {
+#: Settings for tables of a few thousand rows: no broadcast, hinted or not (each is a
+#: Spark job of its own: a join is then a stage of the job that needs it) and no code
+#: generation (compiling a stage's code costs more than running it, interpreted).
+SMALL_TABLE_CONF: dict[str, str | None] = {
     "spark.sql.autoBroadcastJoinThreshold": "-1",
     "spark.sql.optimizer.disableHints": "true",
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+#: Settings for the work after the scan, on tables the size of the replica count.
+REPLICA_SIZED_CONF: dict[str, str | None] = {
+    **SMALL_TABLE_CONF,
     # Frames of one partition are joined without a shuffle only while the planner's size
     # estimate of each side stays below this; estimates after a few joins are wild guesses.
     "spark.sql.maxSinglePartitionBytes": str(2**62),

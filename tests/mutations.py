@@ -253,12 +253,10 @@ def audit_damaged(spark: Any, root: Path) -> tuple[list[dict[str, Any]], list[di
     findings, as rows (all small: per file, per bad line, per finding)."""
     from auditor import audit, load_snapshot
     from auditor.run import SMALL_INPUT_CONF, is_small_input
+    from auditor.spark import session_conf
 
-    small = is_small_input(str(root))
-    saved = {k: spark.conf.get(k, None) for k in SMALL_INPUT_CONF}
-    for key, value in SMALL_INPUT_CONF.items() if small else ():  # as `auditor audit` runs it
-        spark.conf.set(key, value)
-    try:
+    # as `auditor audit` runs it
+    with session_conf(spark, SMALL_INPUT_CONF if is_small_input(str(root)) else {}):
         snap = load_snapshot(spark, str(root))
         tables = audit(snap)
         accounting = snap.accounting.select("rel", "lines", "lines_parsed", "lines_skipped",
@@ -266,12 +264,6 @@ def audit_damaged(spark: Any, root: Path) -> tuple[list[dict[str, Any]], list[di
         errors = tables["parse_errors"].select("file", "line_number", "byte_offset", "error").toArrow().to_pylist()
         findings = tables["findings"].select("topic", "partition", "replica", "check", "severity", "offset_start",
                                              "offset_end", "epoch").toArrow().to_pylist()
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
     return accounting, errors, findings
 
 

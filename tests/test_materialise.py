@@ -106,6 +106,7 @@ def test_whole_file_lines_match_the_line_reader(spark, tmp_path: Path, small_inp
     from auditor.ingest.discovery import InputFile
     from auditor.ingest.lines import number_lines, read_small_files, read_text_lines
     from auditor.run import SMALL_INPUT_CONF
+    from auditor.spark import session_conf
 
     contents = [b"", b"\n", b"a", b"a\n", b"a\r\nb\rc\n\n", b"a\n\nb", b"\r\n\r\n", b"x\ry\r", b"0\n1\n2\n" * 700]
     files = []
@@ -114,17 +115,10 @@ def test_whole_file_lines_match_the_line_reader(spark, tmp_path: Path, small_inp
         path.write_bytes(body)
         files.append((i + 10, InputFile(path=str(path), rel=path.name, kind="k", snapshot=T0, broker=1,
                                         log_dir=None, topic=None, partition=None, size=len(body))))
-    saved = {k: spark.conf.get(k, None) for k in SMALL_INPUT_CONF}
-    try:
-        if small_input:
-            for key, value in SMALL_INPUT_CONF.items():
-                spark.conf.set(key, value)
+    with session_conf(spark, SMALL_INPUT_CONF if small_input else {}):
         whole = sorted(tuple(r) for r in read_small_files(spark, files).collect())
         by_line = sorted(tuple(r) for r in number_lines(read_text_lines(spark, files)).select(
             "file_id", "line_number", "text").collect())
-    finally:
-        for key, value in saved.items():
-            spark.conf.unset(key) if value is None else spark.conf.set(key, value)
     assert whole == by_line
     assert len(whole) == 0 + 1 + 1 + 1 + 4 + 3 + 2 + 2 + 2100
     assert [r for r in whole if r[0] == 14] == [(14, 1, "a"), (14, 2, "b"), (14, 3, "c"), (14, 4, "")]

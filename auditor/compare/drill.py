@@ -58,11 +58,9 @@ class DumpFiles:
     def batches_of(self, items: DataFrame) -> DataFrame:
         """The batches of stored :meth:`items` rows, before repeated batches are merged:
         :data:`BATCHES_DDL` plus ``file_id``."""
-        place = self.sections.select("file_id", "sec", F.col("file").alias("rel"), "snapshot",
-                                     F.col("replica").alias("broker"), F.col("topic").alias("r_topic"),
-                                     F.col("partition").alias("r_partition"))
-        chosen = items.filter(F.col("item_kind").isin("B", "R", "M", "V")).join(F.broadcast(place), ["file_id", "sec"])
-        both = pending_batches(chosen, self.sections).join(
+        from auditor.summarise.scan import placed_items
+
+        both = pending_batches(placed_items(items, self.sections), self.sections).join(
             F.broadcast(self.files.select("file_id", F.col("rel").alias("file"))), "file").select(
             "file_id", *BATCH_COLUMNS)
         placed = both.join(F.broadcast(self.sections.select("file_id", "sec", "segment_base_offset")),

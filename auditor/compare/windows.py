@@ -16,8 +16,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from auditor.semantics.eoe import ENTRY, eoe, latest_epoch
-from auditor.summarise.digest import DIGEST_SUMS, fold
 from auditor.semantics.truncation import kip101_offset, least_strict
+from auditor.summarise.digest import DIGEST_SUMS, fold
 
 KEY = ["snapshot", "topic", "partition", "replica"]
 PARTITION = ["snapshot", "topic", "partition"]

@@ -82,6 +82,11 @@ def metadata_part(line: Column) -> Column:
     return F.when(maybe, F.regexp_replace(line, _CONTENT_CUT, "")).otherwise(line)
 
 
+def header_conflict(h_topic: Column, h_partition: Column, topic: Column, partition: Column) -> Column:
+    """A section's header names another partition than its file's folder (SPEC 3.1)."""
+    return h_topic.isNotNull() & topic.isNotNull() & ((h_topic != topic) | (h_partition != partition))
+
+
 def line_kind(line: Column) -> Column:
     """Classify a stripped line (see the module docstring for the kinds).
 

@@ -207,18 +207,12 @@ def shown_line(kind: Column, meta: Column, length: Column, clean: Column, header
     )
 
 
-def _conflict(c: Callable[[str], Column]) -> Column:
-    """The section's header names another partition than the file's folder."""
-    return (c("h_topic").isNotNull() & c("topic").isNotNull()
-            & ((c("h_topic") != c("topic")) | (c("h_partition") != c("partition"))))
-
-
 def section_problem(c: Callable[[str], Column]) -> Column:
     """Why a section (``c``: a column by name: ``sec, sec_line, h_topic, h_partition`` and
     the file's ``topic, partition``) cannot be placed in a replica (SPEC 3.1), or null."""
     r_topic = F.coalesce(c("h_topic"), c("topic"))
     return (
-        F.when(_conflict(c), F.format_string(
+        F.when(g.header_conflict(c("h_topic"), c("h_partition"), c("topic"), c("partition")), F.format_string(
             "section header (line %d) names partition %s-%d but the file is in folder %s-%d",
             c("sec_line"), c("h_topic"), c("h_partition"), c("topic"), c("partition")))
         .when(r_topic.isNull() & (c("sec") > 0), F.format_string(

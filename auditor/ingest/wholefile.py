@@ -174,7 +174,7 @@ def section_code(header: Column | None, topic: Column, partition: Column) -> Col
         h_topic, h_part = g.header_topic_partition(path)
         skind = g.section_kind(path)
     in_log = F.coalesce(skind, F.lit("log")) == "log"
-    conflict = h_topic.isNotNull() & topic.isNotNull() & ((h_topic != topic) | (h_part != partition))
+    conflict = g.header_conflict(h_topic, h_part, topic, partition)
     problem = conflict | F.coalesce(h_topic, topic).isNull()
     return (F.when(in_log, F.lit(_IN_LOG)).otherwise(F.lit(0)) + F.when(problem, F.lit(_PROBLEM)).otherwise(F.lit(0))
             ).cast(LongType())

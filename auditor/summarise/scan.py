@@ -22,24 +22,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
 
 from auditor.ingest import dump_grammar as g
 from auditor.ingest.discovery import InputFile
 from auditor.ingest.dumps import (
+    SECTION_PROBLEM,
     classified_lines,
     is_direct_v2_batch,
     item_spec,
     pending_batches,
     pending_item,
-    SECTION_PROBLEM,
     shown_line,
     with_replica,
 )
 from auditor.ingest.wholefile import read_dump_lines
-from auditor.summarise.digest import aggregate_specs, rollup, summary_aggregates, summary_spec, window_of
+from auditor.summarise.digest import (
+    aggregate_specs,
+    rollup,
+    summary_aggregates,
+    summary_spec,
+    window_of,
+)
 
 #: The scan's group key. Header lines (``H``) and quarantined lines (``E``) are groups of
 #: their own, so their text (the header's facts, the error and the line shown) is part of
@@ -178,11 +184,23 @@ def split_scan(scan: DataFrame, files: DataFrame) -> ScanParts:
     place = sections.select("file_id", "sec", "snapshot", "replica", "topic", "partition", "file")
     summaries = scan.filter(F.col("win").isNotNull()).join(F.broadcast(place), ["file_id", "sec"]).select(
         *SUMMARY_KEY[:-1], F.coalesce(F.col("item_kind") == "T", F.lit(False)).alias("tail"), *SUMMARY_VALUES)
-    items = scan.filter(F.col("item_kind").isin("B", "R", "M", "V")).join(F.broadcast(place), ["file_id", "sec"]).select(
-        "file_id", "sec", "item_kind", "item", F.col("file").alias("rel"), "snapshot",
-        F.col("replica").alias("broker"), F.col("topic").alias("r_topic"), F.col("partition").alias("r_partition"),
-        *ITEM_VALUES)
+    items = placed_items(scan, sections).select(
+        "file_id", "sec", "item_kind", "item", "rel", "snapshot", "broker", "r_topic", "r_partition", *ITEM_VALUES)
     return ScanParts(accounting=accounting, errors=errors, sections=sections, summaries=summaries, items=items)
+
+
+def placed_items(rows: DataFrame, sections: DataFrame) -> DataFrame:
+    """The pending items (``B``, ``R``, ``M``, ``V``) of scan rows with their section's place:
+    ``rel, snapshot, broker, r_topic, r_partition`` (what :func:`pending_batches` reads).
+
+    Args:
+        rows: scan rows (``file_id, sec, item_kind, ...``).
+        sections: ``file_id, sec, file, snapshot, replica, topic, partition`` (:class:`ScanParts`).
+    """
+    place = sections.select("file_id", "sec", F.col("file").alias("rel"), "snapshot",
+                            F.col("replica").alias("broker"), F.col("topic").alias("r_topic"),
+                            F.col("partition").alias("r_partition"))
+    return rows.filter(F.col("item_kind").isin("B", "R", "M", "V")).join(F.broadcast(place), ["file_id", "sec"])
 
 
 SUMMARY_VALUES = ("n", "records", "min_base", "max_base", "max_last", "crcless", "invalid",
