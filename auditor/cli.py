@@ -9,13 +9,22 @@ import os
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import click
 
 from auditor.checks.registry import FAIL_ON_CHOICES, FORMATS, PROTOCOLS
-from auditor.errors import AuditorError, InputError, UsageError
+from auditor.errors import (
+    AuditorError,
+    InputError,
+    Stopped,
+    UsageError,
+    failure_recorded,
+    failure_text,
+    mark_recorded,
+)
 from auditor.simulator.history import FAULTS
 from auditor.simulator.kafka_text import DEFAULT_STYLE, DUMP_STYLES
 
@@ -256,13 +265,18 @@ def run_from_options(
     run_id: str | None, protocol: str | None, fail_on: str | None, conf_file: str | None,
     master: str | None, report: str | None, verbose: bool, incremental: bool | None = None,
 ) -> int:
-    """Run one audit from parsed options and return the exit status (0, 1 or 2)."""
+    """Run one audit from parsed options and return the exit status (0, 1 or 2).
+
+    Every way a run can end early (bad input or config, an error, SIGTERM, SIGINT) exits 2
+    and, once the run id is known and OUT is a writable folder outside the input, leaves
+    exactly one FAILED ``runs`` row: the run records it itself once it has started
+    (:func:`auditor.run.recorded_end`), this function before that.
+    """
     _setup_logging(verbose)
     started = time.monotonic()
-    # A scheduler stops a run with SIGTERM: raise SystemExit, so a run that is writing
-    # undoes its writes (auditor.sinks.commit) before it exits.
-    with contextlib.suppress(ValueError):  # only the main thread may set handlers
-        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    # A scheduler stops a run with SIGTERM: raise Stopped (a SystemExit), so a run that is
+    # writing undoes its writes (auditor.sinks.commit) and records its end before it exits.
+    previous = _stop_on_sigterm()
 
     from auditor.progress import ProgressLine
 
@@ -274,14 +288,14 @@ def run_from_options(
     from auditor.config import Config
 
     began = datetime.now(timezone.utc)
-    cfg = Config()
+    cfg: Config | None = None
+    known_id: str | None = None
     try:
         from auditor.config import load_config, validate_run_id
 
+        known_id = validate_run_id(run_id) if run_id is not None else str(uuid.uuid4())
         cfg = load_config(conf_file).with_overrides(
             format=fmt, cluster=cluster, protocol=protocol, fail_on=fail_on, master=master, incremental=incremental)
-        if run_id is not None:
-            validate_run_id(run_id)
         if not os.path.isdir(snapshot):
             raise InputError(f"input {snapshot} does not exist or is not a directory")
         from auditor.run import check_paths
@@ -300,7 +314,7 @@ def run_from_options(
         line.poll = spark_poller(spark)
         line.start()
         try:
-            result = run_audit(spark, snapshot, out, cfg, run_id=run_id, snapshot_label=snapshot_label,
+            result = run_audit(spark, snapshot, out, cfg, run_id=known_id, snapshot_label=snapshot_label,
                                progress=progress)
         finally:
             line.stop()
@@ -313,30 +327,59 @@ def run_from_options(
         if result.exit_code:
             click.echo(f"{result.failing} finding(s) at or above --fail-on {cfg.fail_on}", err=True)
         return result.exit_code
-    except InputError as exc:
-        # the run stopped before Spark: still leave a FAILED runs row when OUT is writable
-        from auditor.run import record_early_failure
-
-        record_early_failure(out, run_id if run_id and " " not in run_id else None, cfg, began, snapshot, str(exc))
+    except (Exception, KeyboardInterrupt, Stopped) as exc:
+        _record_if_not_yet(exc, out, known_id, cfg, cluster, began, snapshot)
         if verbose:
             logger.exception("audit failed")
-        click.echo(f"auditor: error: {exc}", err=True)
-        return exc.exit_code
-    except AuditorError as exc:
-        if verbose:
-            logger.exception("audit failed")
-        click.echo(f"auditor: error: {exc}", err=True)
-        return exc.exit_code
-    except Exception as exc:  # a run that fails before it finishes: exit 2 (SPEC 7)
-        if verbose:
-            logger.exception("audit failed")
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        click.echo(f"auditor: error: the run failed: {first[:300]} (use --verbose for details)", err=True)
+        if isinstance(exc, (AuditorError, Stopped, KeyboardInterrupt)):
+            text = str(exc) if not isinstance(exc, KeyboardInterrupt) else "stopped by SIGINT"
+            suffix = f" (run {known_id} is recorded as FAILED in {out})" if failure_recorded(exc) else ""
+            click.echo(f"auditor: error: {text}{suffix}", err=True)
+        else:  # a run that fails before it finishes: exit 2 (SPEC 7)
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            click.echo(f"auditor: error: the run failed: {first[:300]} (use --verbose for details)", err=True)
         return 2
+    finally:
+        with contextlib.suppress(ValueError, TypeError):
+            signal.signal(signal.SIGTERM, previous)
 
 
-def _exit_on_sigterm(signum: int, frame: Any) -> None:
-    raise SystemExit(128 + signum)
+def _record_if_not_yet(exc: BaseException, out: str, run_id: str | None, cfg: Any, cluster: str | None,
+                       began: Any, snapshot: str) -> None:
+    """The FAILED row of a run that stopped before it started (bad config, input or usage):
+    only with a known run id, an OUT that is a writable folder, and never inside the input."""
+    from auditor.run import record_early_failure
+
+    if run_id is None or failure_recorded(exc) or _inside(out, snapshot):
+        return
+    if cfg is None:  # the config could not be read: record under the cluster the options name
+        from auditor.config import Config
+
+        try:
+            cfg = Config().with_overrides(cluster=cluster)
+        except Exception:
+            cfg = Config()
+    if record_early_failure(out, run_id, cfg, began, snapshot, failure_text(exc)):
+        mark_recorded(exc)
+
+
+def _inside(out: str, snapshot: str) -> bool:
+    source, target = os.path.realpath(snapshot), os.path.realpath(out)
+    return target == source or target.startswith(source.rstrip(os.sep) + os.sep)
+
+
+def _stop_on_sigterm() -> Any:
+    """Make SIGTERM raise :class:`Stopped` (once: a second SIGTERM while the run unwinds is
+    ignored); returns the previous handler (None when not on the main thread)."""
+    try:
+        return signal.signal(signal.SIGTERM, _raise_stopped)
+    except ValueError:  # only the main thread may set handlers
+        return None
+
+
+def _raise_stopped(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Stopped(signal.Signals(signum).name)
 
 
 def _setup_logging(verbose: bool) -> None:

@@ -25,6 +25,7 @@ from auditor.checks.pairs import (
     follower_status,
     follower_verdicts,
     isr_incomplete,
+    metadata_conflicts,
     pair_findings,
     partition_findings,
 )
@@ -115,13 +116,27 @@ def apply_policy(found: DataFrame, config: Config) -> DataFrame:
     return found.withColumn("severity", severity).withColumn("suppressed", suppressed)
 
 
+#: SPEC 5's checks with one finding per occurrence: two of them in one replica and snapshot
+#: can share offset_start, so their identity also covers epoch, offset_end and the segment.
+PER_OCCURRENCE = ("OFFSET_GAP", "OFFSET_OVERLAP", "EPOCH_REGRESSION", "CORRUPT_BATCH", "EPOCH_CACHE_MISMATCH")
+
+
 def finding_id(cluster: str) -> Column:
-    """A finding's stable identity: a hash of cluster, topic, partition, replica, check and
-    offset_start, the same in every run that sees the same problem."""
-    parts = [F.lit(cluster), F.col("topic"), F.col("partition").cast("string"),
-             F.coalesce(F.col("replica").cast("string"), F.lit("")), F.col("check"),
-             F.coalesce(F.col("offset_start").cast("string"), F.lit(""))]
-    return F.sha2(F.concat_ws("|", *parts), 256)
+    """A finding's stable identity (SPEC 6): a hash of cluster, topic, partition, replica,
+    check and offset_start, and for the per-occurrence checks also epoch, offset_end and the
+    segment (its base offset, which names the segment file: trailing invalid bytes), so it is
+    unique within a run and the same in every run that sees the same problem. The other
+    checks keep the identity they always had (their ``first_seen`` carries on)."""
+    def text(c: Column) -> Column:
+        return F.coalesce(c.cast("string"), F.lit(""))
+
+    parts = [F.lit(cluster), F.col("topic"), F.col("partition").cast("string"), text(F.col("replica")),
+             F.col("check"), text(F.col("offset_start"))]
+    occurrence = F.concat_ws("|", text(F.col("epoch")), text(F.col("offset_end")),
+                             text(F.get_json_object("details", "$.segment_base_offset")))
+    base = F.concat_ws("|", *parts)
+    return F.sha2(F.when(F.col("check").isin(*PER_OCCURRENCE), F.concat_ws("|", base, occurrence))
+                  .otherwise(base), 256)
 
 
 def with_identity(found: DataFrame, cluster: str, previous: DataFrame, days: list[date],
@@ -257,6 +272,7 @@ def audit(
         replica_checks.compacted_cache_disagreements(pairs, cache),
         isr_incomplete(facts, drilled, scope, differing, answers),
         partition_findings(leaders, facts),
+        metadata_conflicts(snapshot.metadata),
         over_time.findings,
         *([replica_checks.unreadable_wal(snapshot.wal_problems)] if snapshot.wal_problems is not None else []),
     ])

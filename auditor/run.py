@@ -10,13 +10,14 @@ half-written run.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -29,7 +30,13 @@ from auditor import __version__
 from auditor.checks.registry import SEVERITY_RANK
 from auditor.config import Config, validate_run_id
 from auditor.engine import audit
-from auditor.errors import AuditorError, InconsistentResultError, UsageError
+from auditor.errors import (
+    InconsistentResultError,
+    UsageError,
+    failure_recorded,
+    failure_text,
+    mark_recorded,
+)
 from auditor.ingest.model import Snapshot
 from auditor.ingest.snapshot import load_snapshot
 from auditor.materialise import (
@@ -91,54 +98,123 @@ def run_audit(
     started = datetime.now(timezone.utc)
     t0 = time.monotonic()
     io.check_writable(out)
-    protocol = config.effective_protocol
     writer = io.choose_writer(spark)
     identity = commit.RunIdentity(
         run_id=run_id, cluster=config.cluster, started_at=started, input=snapshot_path, format=config.format,
-        protocol=protocol, writer=writer.name, tool_version=__version__, spark_version=spark.version)
+        protocol=config.effective_protocol, writer=writer.name, tool_version=__version__,
+        spark_version=spark.version)
     work_dir = new_work_dir()
-    # (the settings of a small input are put back when the run ends, whatever happens)
-    with session_conf(spark, SMALL_INPUT_CONF if is_small_input(snapshot_path) else {}):
-        try:
-            progress(f"reading and parsing the input under {snapshot_path}")
-            snap = load_snapshot(spark, snapshot_path, format=config.format, snapshot=snapshot_label,
-                                 default_snapshot=started, work_dir=work_dir,
-                                 store=(out, config.cluster) if config.incremental else None)
-            progress(f"{snap.files_read} input files parsed ({sum(snap.files_skipped.values())} skipped); auditing")
-            history = io.read_history(spark, out, config.cluster, run_id)
-            with replica_sized(spark, snap.replica_estimate):
-                tables = audit(snap, protocol, run_id=run_id, cluster=config.cluster, audit_time=started,
-                               config=config, history=history)
-                progress("computing the output tables")
-                # One job computes every output table into the run's work dir; the writer, the
-                # summary and the exit status all read those same stored rows.
-                stored = materialise(tables, work_dir, OUTPUT)
-            arrow = {name: stored_arrow(work_dir, name) for name in tables}
-            summary_before = _finding_summary(arrow["findings"], config.fail_on)
-            counts = _counts(snap, arrow, summary_before[0])
-            after: list[tuple[list[tuple[str, str, int, int]], int]] = []
-
-            def still_consistent() -> None:
-                after.append(_finding_summary(stored_arrow(work_dir, "findings"), config.fail_on))
-                check_consistent(summary_before, after[0],
-                                 getattr(writer, "rows_written", {}).get(io.table_path(out, "findings")))
-
-            commit.land(
-                out, writer, identity,
-                [(name, arrow[name] if writer.name == "deltalake" else stored[name]) for name in tables],
-                lambda: identity.row("SUCCEEDED", counts), before_runs_row=still_consistent, progress=progress,
-                after=(lambda: _save_store(out, config, run_id, snap, progress)) if snap.store is not None else None)
-            by_check, failing = after[0]
-        except Exception as exc:  # AuditorError included: record the failure (the writes are undone), re-raise
-            _record_failure(writer, out, identity, exc)
-            raise
-        finally:
-            if not keep_work_dirs():
-                shutil.rmtree(work_dir, ignore_errors=True)
+    try:
+        with recorded_end(writer, out, identity):
+            computed = compute_run(spark, snapshot_path, out, config, identity, work_dir,
+                                   snapshot_label=snapshot_label, progress=progress)
+            by_check, failing = land_run(computed, out, config, writer, progress=progress)
+    finally:
+        if not keep_work_dirs():
+            shutil.rmtree(work_dir, ignore_errors=True)
     return RunResult(
-        run_id=run_id, out=out, writer=writer.name, counts=counts, findings_by_check=by_check,
-        worst_partitions=_worst_partitions(arrow["partition_status"]),
+        run_id=run_id, out=out, writer=writer.name, counts=computed.counts, findings_by_check=by_check,
+        worst_partitions=_worst_partitions(computed.arrow["partition_status"]),
         failing=failing, exit_code=1 if failing else 0, seconds=time.monotonic() - t0)
+
+
+@contextlib.contextmanager
+def recorded_end(writer: io.TableWriter, out: str, identity: commit.RunIdentity) -> Iterator[None]:
+    """Record the end of a run that stops early: one FAILED ``runs`` row for whatever ends
+    it (an exception, SIGTERM's SystemExit, SIGINT's KeyboardInterrupt), then re-raise.
+
+    The one place a started run's failure is recorded (SPEC 7: exactly one FAILED row per
+    attempt). The exception is marked, so the CLI's early-failure handler adds nothing; a
+    run that succeeded wrote its SUCCEEDED row inside :func:`land_run`.
+    """
+    try:
+        yield
+    except BaseException as exc:
+        if not failure_recorded(exc):
+            with _no_second_signal():
+                _record_failure(writer, out, identity, exc)
+            mark_recorded(exc)
+        raise
+
+
+@contextlib.contextmanager
+def _no_second_signal() -> Iterator[None]:
+    """While the FAILED row is written, a second SIGTERM or SIGINT (a scheduler insisting)
+    is ignored instead of cutting the row off: the run is already ending."""
+    import signal
+    import threading
+
+    saved = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(ValueError, OSError):
+                saved[sig] = signal.signal(sig, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+@dataclass
+class ComputedRun:
+    """An audit computed and stored in its work dir, not yet written to OUT."""
+
+    identity: commit.RunIdentity
+    snap: Snapshot
+    work_dir: str
+    stored: dict[str, DataFrame]
+    arrow: dict[str, pa.Table]
+    summary_before: tuple[list[tuple[str, str, int, int]], int]
+    counts: dict[str, Any]
+
+
+def compute_run(spark: SparkSession, snapshot_path: str, out: str, config: Config,
+                identity: commit.RunIdentity, work_dir: str, *, snapshot_label: str | None = None,
+                progress: Progress = _quiet) -> ComputedRun:
+    """Parse and audit ``snapshot_path``: every output table computed and stored under
+    ``work_dir`` (nothing is written to ``out``; its history is read)."""
+    # (the settings of a small input are put back when this ends, whatever happens)
+    with session_conf(spark, SMALL_INPUT_CONF if is_small_input(snapshot_path) else {}):
+        progress(f"reading and parsing the input under {snapshot_path}")
+        snap = load_snapshot(spark, snapshot_path, format=config.format, snapshot=snapshot_label,
+                             default_snapshot=identity.started_at, work_dir=work_dir,
+                             store=(out, config.cluster) if config.incremental else None)
+        progress(f"{snap.files_read} input files parsed ({sum(snap.files_skipped.values())} skipped); auditing")
+        history = io.read_history(spark, out, config.cluster, identity.run_id)
+        with replica_sized(spark, snap.replica_estimate):
+            tables = audit(snap, identity.protocol, run_id=identity.run_id, cluster=config.cluster,
+                           audit_time=identity.started_at, config=config, history=history)
+            progress("computing the output tables")
+            # One job computes every output table into the run's work dir; the writer, the
+            # summary and the exit status all read those same stored rows.
+            stored = materialise(tables, work_dir, OUTPUT)
+    arrow = {name: stored_arrow(work_dir, name) for name in tables}
+    summary_before = _finding_summary(arrow["findings"], config.fail_on)
+    return ComputedRun(identity=identity, snap=snap, work_dir=work_dir, stored=stored, arrow=arrow,
+                       summary_before=summary_before, counts=_counts(snap, arrow, summary_before[0]))
+
+
+def land_run(run: ComputedRun, out: str, config: Config, writer: io.TableWriter, *,
+             progress: Progress = _quiet) -> tuple[list[tuple[str, str, int, int]], int]:
+    """Write a computed run's tables to ``out``, then its SUCCEEDED ``runs`` row
+    (:func:`auditor.sinks.commit.land`); returns the findings summary and how many fail
+    the run. On any failure the writes are undone and the error re-raised."""
+    after: list[tuple[list[tuple[str, str, int, int]], int]] = []
+
+    def still_consistent() -> None:
+        after.append(_finding_summary(stored_arrow(run.work_dir, "findings"), config.fail_on))
+        check_consistent(run.summary_before, after[0],
+                         getattr(writer, "rows_written", {}).get(io.table_path(out, "findings")))
+
+    snap, tables = run.snap, list(run.arrow)
+    commit.land(
+        out, writer, run.identity,
+        [(name, run.arrow[name] if writer.name == "deltalake" else run.stored[name]) for name in tables],
+        lambda: run.identity.row("SUCCEEDED", run.counts), before_runs_row=still_consistent, progress=progress,
+        after=(lambda: _save_store(out, config, run.identity.run_id, snap, progress))
+        if snap.store is not None else None)
+    return after[0]
 
 
 SMALL_INPUT_BYTES = 32 << 20
@@ -289,17 +365,9 @@ def check_consistent(before: tuple[list[tuple[str, str, int, int]], int],
 def _record_failure(writer: io.TableWriter, out: str, run: commit.RunIdentity, exc: BaseException) -> None:
     """Append a FAILED ``runs`` row; earlier rows of the same run id stay as they were."""
     try:
-        commit.append_failed(out, writer, run.row("FAILED", {"error": _one_line(exc)}))
+        commit.append_failed(out, writer, run.row("FAILED", {"error": failure_text(exc)}))
     except Exception as err:  # the original error matters more than this one
         logger.warning("could not record the failed run in %s: %s", out, err)
-
-
-def _one_line(exc: BaseException) -> str:
-    """What the FAILED row says of ``exc``: our own errors' messages (they never quote input
-    lines); for anything else only its type, since an engine's message may quote a value."""
-    if isinstance(exc, AuditorError) and str(exc).strip():
-        return str(exc).strip().splitlines()[0][:300]
-    return f"{type(exc).__name__} (the audit's own output has the details)"
 
 
 def record_early_failure(out: str, run_id: str | None, config: Config, started: datetime,

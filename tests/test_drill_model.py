@@ -151,8 +151,12 @@ def test_summaries_and_drill_down_match_the_model(spark, tmp_path_factory, monke
     lineage: dict[tuple[str, int], list] = {}  # type: ignore[type-arg]
     for r in tables["epoch_lineage"].filter(F.col("source") == "log").collect():
         lineage.setdefault((r.topic, r.replica), []).append((r.epoch, r.start_offset, r.end_offset, r.batch_count))
+    found = tables["findings"].collect()
     got = {(r.topic, r.replica, r.check, r.offset_start, r.offset_end, *((r.epoch,) if r.check == "EPOCH_REGRESSION" else ()))
-           for r in tables["findings"].filter(F.col("check").isin(*CHECKS)).collect()}
+           for r in found if r.check in CHECKS}
+    # SPEC 6: finding_id is unique per run and snapshot, whatever the damage
+    ids = [(r.snapshot, r.finding_id) for r in found]
+    assert len(ids) == len(set(ids)), [r for r in found if ids.count((r.snapshot, r.finding_id)) > 1]
     for i, d in enumerate(ds):
         topic = f"h{i}"
         status, want_lineage, want_found = _expected(d)

@@ -234,3 +234,15 @@ def partition_findings(leaders: DataFrame, facts: DataFrame) -> DataFrame:
                         "skipped.", F.col("leader")),
         F.struct("leader", F.array(F.lit("metadata leader has no data")).alias("reasons")), replica=F.lit(None))
     return union_all([incomplete, unknown, absent])
+
+
+def metadata_conflicts(metadata: DataFrame) -> DataFrame:
+    """``METADATA_CONFLICT`` (SPEC 5, per partition): ``topics-describe.txt`` lists the
+    partition again with other parsed values; the first line is the one used."""
+    return finding(
+        metadata.filter(F.size("conflict_lines") > 0), "METADATA_CONFLICT", "WARNING", None, None, None,
+        F.format_string("%s lists partition %s-%d %d more time(s) with other values than the line used (leader "
+                        "%s): those lines are quarantined.", F.col("file"), F.col("topic"), F.col("partition"),
+                        F.size("conflict_lines"), F.coalesce(F.col("leader").cast("string"), F.lit("none"))),
+        F.struct("file", F.col("conflict_lines").alias("conflicting_lines"), "leader", "replicas", "isr"),
+        replica=F.lit(None))

@@ -41,6 +41,7 @@ REGISTRY: tuple[Check, ...] = (
     Check("ISR_INCOMPLETE", "CRITICAL", "follower", "5, leader against each follower", "pairs"),
     Check("LEADER_INCOMPLETE", "CRITICAL", "partition", "5, per partition", "pairs"),
     Check("LEADER_UNKNOWN", "WARNING", "partition", "5, per partition; 4.6", "pairs"),
+    Check("METADATA_CONFLICT", "WARNING", "partition", "5, per partition; 3.1", "pairs"),
     Check("HWM_REGRESSION", "CRITICAL", "over-time", "5, over time", "overtime"),
     Check("FOLLOWER_HWM_REGRESSION", "INFO", "over-time", "5, over time", "overtime"),
     Check("STALE_LEADER_HWM", "WARNING", "over-time", "5, over time", "overtime"),

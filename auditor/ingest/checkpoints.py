@@ -49,12 +49,23 @@ def parse_checkpoints(numbered: DataFrame, files: DataFrame) -> ParsedCheckpoint
         (n_fields == 3) & F.get(fields, 0).rlike(topic_re) & F.get(fields, 1).try_cast(IntegerType()).isNotNull()
         & F.get(fields, 2).try_cast(LongType()).isNotNull()
     )
+    # SPEC 8: values Kafka never writes (an epoch in [0, 2^31 - 1], an offset in
+    # [0, 2^63 - 1]) make the entry malformed, and with it the file.
+    number = r"^[+-]?\d+$"
+    epoch_text, offset_text = F.get(fields, 0), F.when(is_epoch, F.get(fields, 1)).otherwise(F.get(fields, 2))
+    entry_problem = (
+        F.when(is_epoch & epoch_text.rlike(number) & ~(epoch_text.try_cast(IntegerType()) >= 0).eqNullSafe(True),
+               F.lit("an epoch outside [0, 2^31 - 1]"))
+        .when((n_fields >= 2) & offset_text.rlike(number) & ~(offset_text.try_cast(LongType()) >= 0).eqNullSafe(True),
+              F.lit("an offset outside [0, 2^63 - 1]"))
+    )
+    entry_ok = entry_ok & entry_problem.isNull()
     # Rank among non-blank lines: 1 = version, 2 = count, then entries.
     nonblank = Window.partitionBy("file_id").orderBy("line_number")
     lines = (
         numbered.join(F.broadcast(files), "file_id")
         .select("*", t.alias("t"), (t == "").alias("blank"), entry_ok.alias("entry_ok"),
-                fields.alias("fields"))
+                fields.alias("fields"), entry_problem.alias("entry_problem"))
         .withColumn("rank", F.sum(F.when(~F.col("blank"), 1).otherwise(0)).over(nonblank))
     )
     per_file = lines.filter(~F.col("blank")).groupBy("file_id").agg(
@@ -62,6 +73,8 @@ def parse_checkpoints(numbered: DataFrame, files: DataFrame) -> ParsedCheckpoint
         F.max(F.when(F.col("rank") == 2, F.col("t"))).alias("count_text"),
         F.count(F.when(F.col("rank") > 2, 1)).alias("n_entries"),
         F.min(F.when((F.col("rank") > 2) & ~F.col("entry_ok"), F.col("line_number"))).alias("bad_line"),
+        F.min_by(F.col("entry_problem"), F.when((F.col("rank") > 2) & ~F.col("entry_ok"), F.col("line_number")))
+        .alias("bad_why"),
     )
     reason = (
         F.when(F.col("version").isNull(), F.lit(None))
@@ -69,6 +82,8 @@ def parse_checkpoints(numbered: DataFrame, files: DataFrame) -> ParsedCheckpoint
             "unrecognised checkpoint version %s (expected 0)", F.substring("version", 1, 40)))
         .when(F.col("count_text").isNull(), F.lit(None))
         .when(~F.col("count_text").rlike(r"^\d+$"), F.lit("entry count line is not a number"))
+        .when(F.col("bad_line").isNotNull() & F.col("bad_why").isNotNull(), F.format_string(
+            "malformed entry on line %d: %s, a value Kafka never writes", F.col("bad_line"), F.col("bad_why")))
         .when(F.col("bad_line").isNotNull(), F.format_string("malformed entry on line %d", F.col("bad_line")))
         .when(F.col("count_text").try_cast(LongType()) != F.col("n_entries"), F.format_string(
             "expected %s entries but found %d", F.col("count_text"), F.col("n_entries")))

@@ -20,7 +20,8 @@ from pyspark.sql.types import ArrayType, IntegerType
 class ParsedDescribe:
     """Partition metadata, topic configs, and per-line dispositions."""
 
-    metadata: DataFrame  # snapshot, topic, partition, leader, replicas, isr, elr, last_known_elr, has_elr, file
+    metadata: DataFrame  # snapshot, topic, partition, leader, replicas, isr, elr, last_known_elr, has_elr,
+    # file, conflict_lines (later lines listing the partition with other values)
     topics: DataFrame  # snapshot, topic, cleanup_policy
     lines: DataFrame
 
@@ -35,6 +36,11 @@ def _ids(value: Column) -> Column:
     """``'1,2,3'`` -> ``[1, 2, 3]``; ``''`` -> ``[]``; null stays null."""
     return F.when(value.isNull(), F.lit(None).cast(ArrayType(IntegerType()))).otherwise(
         F.filter(F.transform(F.split(value, ","), lambda x: F.trim(x).try_cast(IntegerType())), lambda x: x.isNotNull()))
+
+
+def _as_set(name: str) -> Column:
+    """An id list compared as a set (``Isr:``, ``Elr:``, ``LastKnownElr:``)."""
+    return F.array_sort(F.array_distinct(F.col(name)))
 
 
 def cleanup_policy(configs: Column) -> Column:
@@ -84,10 +90,37 @@ def parse_describe(numbered: DataFrame, files: DataFrame) -> ParsedDescribe:
         _ids(elr).alias("elr"),
         _ids(_value(F.col("t"), "LastKnownElr", r"[\d,]*")).alias("last_known_elr"),
         elr.isNotNull().alias("has_elr"),
-        F.col("rel").alias("file"), "line_number",
+        F.col("rel").alias("file"), "file_id", "line_number",
     )
+    # SPEC 5 METADATA_CONFLICT: a partition listed more than once. The first line (in file
+    # and line order: total) is used; a later line with the same parsed values is skipped,
+    # one with other values quarantined and the partition flagged.
+    same = (F.col("leader").eqNullSafe(F.col("_leader")) & F.col("replicas").eqNullSafe(F.col("_replicas"))
+            & _as_set("isr").eqNullSafe(_as_set("_isr")) & _as_set("elr").eqNullSafe(_as_set("_elr"))
+            & _as_set("last_known_elr").eqNullSafe(_as_set("_last_known_elr")))
     first = Window.partitionBy("snapshot", "topic", "partition").orderBy("file", "line_number")
-    metadata = parts.withColumn("_n", F.row_number().over(first)).filter("_n = 1").drop("_n", "line_number")
+    ranked = parts.select(
+        "*", F.row_number().over(first).alias("_n"),
+        *[F.first(c).over(first).alias(f"_{c}") for c in ("leader", "replicas", "isr", "elr", "last_known_elr")])
+    later = ranked.filter(F.col("_n") > 1).select(
+        "file_id", "line_number", "snapshot", "topic", "partition", same.alias("same"),
+        F.first("file").over(first).alias("first_file"), F.first("line_number").over(first).alias("first_line"))
+    conflicts = later.filter(~F.col("same")).groupBy("snapshot", "topic", "partition").agg(
+        F.sort_array(F.collect_list("line_number")).alias("conflict_lines"))
+    metadata = ranked.filter("_n = 1").join(conflicts, ["snapshot", "topic", "partition"], "left").select(
+        *[c for c in parts.columns if c not in ("file_id", "line_number")],
+        F.coalesce(F.col("conflict_lines"), F.array().cast("array<bigint>")).alias("conflict_lines"))
+    verdicts = later.select(
+        "file_id", "line_number",
+        F.when(F.col("same"), "skipped").otherwise("quarantined").alias("_disposition"),
+        F.when(~F.col("same"), F.format_string(
+            "partition %s-%d listed again with other values (leader, replicas or ISR) than on line %d of %s, "
+            "which is used", F.col("topic"), F.col("partition"), F.col("first_line"), F.col("first_file")))
+        .alias("_error"))
+    dispositions = dispositions.join(verdicts, ["file_id", "line_number"], "left").select(
+        "file_id", "line_number", F.coalesce("_disposition", "disposition").alias("disposition"),
+        F.coalesce("_error", "error").alias("error"),
+        *[c for c in dispositions.columns if c not in ("file_id", "line_number", "disposition", "error")])
     topics = lines.filter(F.col("kind") == "topic").select(
         "snapshot", topic.alias("topic"),
         cleanup_policy(F.regexp_extract(F.col("t"), r"(?:^|\s)Configs:\s*(.*)$", 1)).alias("cleanup_policy"),

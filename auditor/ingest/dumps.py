@@ -103,8 +103,9 @@ def classified_lines(lines: DataFrame, files: DataFrame, all_fields: bool = Fals
     fast = F.col("in_log") & ~F.col("has_problem") & (
         ((kind == "batch_v2") & F.col("f_base").isNotNull() & F.col("f_last").isNotNull()
          & F.col("f_epoch").isNotNull() & F.col("f_crc").isNotNull() & F.col("f_valid").isNotNull()
-         & (F.col("f_last") >= F.col("f_base")))
-        | ((kind == "record") & F.col("f_offset").isNotNull() & F.col("owner").isNotNull()))
+         & (F.col("f_last") >= F.col("f_base")) & (F.col("f_base") >= 0) & (F.col("f_epoch") >= -1))
+        | ((kind == "record") & F.col("f_offset").isNotNull() & F.col("owner").isNotNull()
+           & (F.col("f_offset") >= 0)))
     slow_inputs = F.struct(*[F.col(c) for c in _SLOW_INPUTS])
     judged = placed.select("*", F.when(~fast, interpreted(slow_inputs, lambda s: _slow_path(s.getField))).alias("_slow"))
     parsed = kind.isin(*g.BATCH_KINDS, *g.REBUILT_KINDS, *g.RECORD_KINDS, "invalid_bytes") & F.col("in_log")
@@ -172,8 +173,8 @@ def _is_clean(c: Callable[[str], Column]) -> Column:
     kind = c("kind")
     v2_ok = ((kind == "batch_v2") & c("f_base").isNotNull() & c("f_last").isNotNull()
              & c("f_epoch").isNotNull() & c("f_crc").isNotNull() & c("f_valid").isNotNull()
-             & (c("f_last") >= c("f_base")))
-    legacy_ok = (kind == "batch_legacy") & c("f_offset").isNotNull() & c("f_crc").isNotNull()
+             & (c("f_last") >= c("f_base")) & (c("f_base") >= 0) & (c("f_epoch") >= -1))
+    legacy_ok = (kind == "batch_legacy") & c("f_offset").isNotNull() & c("f_crc").isNotNull() & (c("f_offset") >= 0)
     return kind.isin("blank", "notice", "segment_start", "header") | v2_ok | legacy_ok
 
 
@@ -242,6 +243,26 @@ def _required(fields: dict[str, Column]) -> Column:
     return expr
 
 
+#: Numeric fields whose value Kafka bounds (SPEC 8): an offset is in [0, 2^63 - 1], a batch's
+#: epoch in [-1, 2^31 - 1]. A value written but outside its type does not parse.
+_BOUNDED = (("baseOffset", "2^63 - 1"), ("lastOffset", "2^63 - 1"), ("offset", "2^63 - 1"),
+            ("partitionLeaderEpoch", "2^31 - 1"))
+
+
+def _out_of_range(meta: Column) -> Column:
+    """``"<field> <value> out of range"`` for the first bounded field written as a whole
+    number too large for its type, else null (only evaluated for quarantined lines)."""
+    toks = g.tokens(meta)
+    expr = F.lit(None).cast("string")
+    for name, bound in reversed(_BOUNDED):
+        text = g.field_text(toks, name)
+        too_big = text.rlike(r"^-?\d+$") & (
+            text.try_cast(LongType() if bound == "2^63 - 1" else IntegerType()).isNull())
+        expr = F.when(too_big, F.format_string(f"%s %s out of range (at most {bound}: a value Kafka never writes)",
+                                               F.lit(name), F.substring(text, 1, 25))).otherwise(expr)
+    return expr
+
+
 def _error(c: Callable[[str], Column], problem: Column) -> Column:
     """Why a line is quarantined (``problem``: its section's), or null."""
     kind = c("kind")
@@ -250,6 +271,7 @@ def _error(c: Callable[[str], Column], problem: Column) -> Column:
                             "partitionLeaderEpoch": c("f_epoch"), "crc": c("f_crc"), "isvalid": c("f_valid")})
     missing_legacy = _required({"offset": c("f_offset"), "crc": c("f_crc")})
     missing_rebuilt = _required({"offset": c("f_offset"), "position": c("f_position")})
+    out_of_range = _out_of_range(c("meta"))
     return (
         F.when(kind == "header", problem)
         .when(~c("in_log"), F.lit(None))
@@ -258,14 +280,22 @@ def _error(c: Callable[[str], Column], problem: Column) -> Column:
         .when(kind == "unknown", F.lit("unrecognised line"))
         .when(kind == "index_like", F.lit("index-style line inside a .log section"))
         .when((kind == "batch_v2") & missing_v2.isNotNull(),
-              F.concat(F.lit("batch line without "), missing_v2, F.lit(" (truncated line?)")))
+              F.when(out_of_range.isNotNull(), out_of_range)
+              .otherwise(F.concat(F.lit("batch line without "), missing_v2, F.lit(" (truncated line?)"))))
+        .when((kind == "batch_v2") & (c("f_epoch") < -1),
+              F.lit("partitionLeaderEpoch below -1 (a value Kafka never writes)"))
+        .when((kind == "batch_v2") & (c("f_base") < 0), F.lit("negative baseOffset (a value Kafka never writes)"))
         .when((kind == "batch_v2") & (c("f_last") < c("f_base")), F.lit("batch line with lastOffset below baseOffset"))
         .when((kind == "batch_legacy") & missing_legacy.isNotNull(),
-              F.concat(F.lit("legacy batch line without "), missing_legacy, F.lit(" (truncated line?)")))
+              F.when(out_of_range.isNotNull(), out_of_range)
+              .otherwise(F.concat(F.lit("legacy batch line without "), missing_legacy, F.lit(" (truncated line?)"))))
+        .when(kind.isin("batch_legacy", *g.REBUILT_KINDS, *g.RECORD_KINDS) & (c("f_offset") < 0),
+              F.lit("negative offset (a value Kafka never writes)"))
         .when(kind.isin(*g.REBUILT_KINDS) & missing_rebuilt.isNotNull(),
               F.concat(F.lit("message line without "), missing_rebuilt))
         .when(kind.isin(*g.RECORD_KINDS) & c("owner").isNull(), F.lit("record line before any batch line of its section"))
-        .when((kind == "record") & c("f_offset").isNull(), F.lit("record line without offset"))
+        .when((kind == "record") & c("f_offset").isNull(),
+              F.coalesce(out_of_range, F.lit("record line without offset")))
     )
 
 

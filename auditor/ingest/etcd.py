@@ -260,7 +260,8 @@ def load_etcd(spark: SparkSession, path: str, snapshot: str | None, default_snap
                                            "epoch int, start_offset bigint, file string"),
         metadata=local_frame(spark, [], "snapshot timestamp, topic string, partition int, leader int, "
                                         "replicas array<int>, isr array<int>, elr array<int>, "
-                                        "last_known_elr array<int>, has_elr boolean, file string"),
+                                        "last_known_elr array<int>, has_elr boolean, file string, "
+                                        "conflict_lines array<bigint>"),
         segments=local_frame(spark, [], SEGMENTS_DDL), recovery_point=local_frame(spark, [], offsets_ddl("recovery_point")),
         topics=local_frame(spark, [], TOPICS_DDL),
         files_read=len(indexed), files_skipped=found.skipped,

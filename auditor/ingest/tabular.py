@@ -228,7 +228,8 @@ def load_tables(spark: SparkSession, path: str, snapshot: str | None,
         F.col("v_partition").alias("partition"), F.col("v_leader").alias("leader"),
         ids("v_replicas").alias("replicas"), ids("v_isr").alias("isr"),
         F.lit(None).cast("array<int>").alias("elr"), F.lit(None).cast("array<int>").alias("last_known_elr"),
-        F.lit(False).alias("has_elr"), F.col("rel").alias("file"))
+        F.lit(False).alias("has_elr"), F.col("rel").alias("file"),
+        F.array().cast("array<bigint>").alias("conflict_lines"))
     has_cache = bool(tables["epoch_cache"].limit(1).count())
     keys = batches.select(*REPLICA).unionByName(epoch_cache.select(*REPLICA)).distinct()
     cache_keys = epoch_cache.select(*REPLICA).distinct().withColumn("_c", F.lit(True))
