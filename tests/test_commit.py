@@ -11,6 +11,7 @@ import multiprocessing
 import os
 import random
 import time
+from collections import Counter
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -154,6 +155,11 @@ def test_killed_writers_leave_nothing_a_reader_counts(tmp_path: Path) -> None:
         land_run(str(out), f"next{k}", 2)
         assert statuses(out, f"next{k}") == ["SUCCEEDED"]
         assert not (out / commit.STATE_DIR / commit.JOURNAL_FILE).exists()
+        # SPEC 7: at most one runs row per attempt, at most one SUCCEEDED row per run id
+        attempts = Counter(["seed", *killed, *(f"next{j}" for j in range(k + 1))])
+        for rid_k, n in attempts.items():
+            st = statuses(out, rid_k)
+            assert len(st) <= n and st.count("SUCCEEDED") <= 1, (rid_k, st)
         for rid_k in set(killed):
             succeeded = "SUCCEEDED" in statuses(out, rid_k)
             if rid_k == "seed":  # landed completely (6 rows) or left exactly as it was

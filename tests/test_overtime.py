@@ -129,8 +129,18 @@ def test_successive_runs_use_only_succeeded_runs_of_the_cluster(spark, tmp_path:
     lag = [i for i, r in r3.items() if r["check"] == "FOLLOWER_LAG"]
     assert lag and all(i in r2 for i in lag)
     assert all(str(r3[i]["first_seen"])[:10] == "2026-01-02" for i in lag)
-    # in r2, findings r1 also had (the compacted topic's gap) were first seen on day 1
-    r1_ids = {r["finding_id"] for r in _findings(out, "r1")}
-    assert any(r["finding_id"] in r1_ids for r in rows)
-    assert all(str(r["first_seen"])[:10] == ("2026-01-01" if r["finding_id"] in r1_ids else "2026-01-02")
-               for r in rows)
+    # The compacted topic's gap [40, 60) is in r1 and r2, but the batch after it is in epoch 1
+    # on day 1 and in epoch 2 on day 2: a per-occurrence finding's identity covers its epoch
+    # (SPEC 6), so r2's gaps are new occurrences, first seen on day 2, like all of r2's.
+    r1 = _findings(out, "r1")
+    r1_ids = {r["finding_id"] for r in r1}
+    gap = {(r["replica"], r["offset_start"], r["offset_end"], r["epoch"]) for r in r1 if r["check"] == "OFFSET_GAP"}
+    assert {(2, 40, 60, 1), (3, 40, 60, 1)} <= gap
+    assert {(r["replica"], r["offset_start"], r["offset_end"], r["epoch"]) for r in rows
+            if r["check"] == "OFFSET_GAP"} == {(2, 40, 60, 2), (3, 40, 60, 2)}
+    assert not any(r["finding_id"] in r1_ids for r in rows)
+    assert all(str(r["first_seen"])[:10] == "2026-01-02" for r in rows)
+    # seen again unchanged (r3: the same data), those gaps keep their identity and first_seen
+    gaps = [i for i, r in r3.items() if r["check"] == "OFFSET_GAP"]
+    assert len(gaps) == 2 and all(i in r2 for i in gaps)
+    assert all(str(r3[i]["first_seen"])[:10] == "2026-01-02" for i in gaps)

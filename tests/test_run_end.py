@@ -167,8 +167,8 @@ def test_sigterm_while_auditing_exits_2_with_one_failed_row(spark, tmp_path, mon
 
 
 def test_an_early_failure_leaves_exactly_one_failed_row(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """No broker= folder (found inside the run), an unreadable config, an incremental run
-    of another format: one FAILED row each, under the run id given, exit 2."""
+    """No broker= folder (found inside the run), an unreadable config, a missing input, an
+    incremental run of another format: one FAILED row each, under the run id given, exit 2."""
     out = tmp_path / "out"
     out.mkdir()
     empty = tmp_path / "empty"
@@ -179,6 +179,7 @@ def test_an_early_failure_leaves_exactly_one_failed_row(spark, tmp_path: Path) -
     cases = {
         "no-broker": ["audit", str(empty), "--out", str(out), "--run-id", "no-broker"],
         "bad-conf": ["audit", str(empty), "--out", str(out), "--run-id", "bad-conf", "--conf", str(bad_conf)],
+        "missing-input": ["audit", str(tmp_path / "nope"), "--out", str(out), "--run-id", "missing-input"],
         "bad-usage": ["audit", str(empty), "--out", str(out), "--run-id", "bad-usage", "--format", "etcd",
                       "--incremental"],
     }
