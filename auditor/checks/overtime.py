@@ -137,11 +137,13 @@ class OverTime:
 
 
 def current_observations(facts: DataFrame, leaders: DataFrame, scope: DataFrame) -> DataFrame:
-    """Each current observation (``PARTITION``) with its leader, the leader's epoch, HWM and
-    log start, and the partition's highest HWM and compaction scope."""
+    """Each current observation (``PARTITION``) with its leader, the leader's epoch, HWM,
+    local log start (``leader_lso``, SPEC 2) and log start, and the partition's highest HWM
+    and compaction scope."""
     lead = facts.filter(F.col("role") == "leader").select(
         *PARTITION, F.col("replica").alias("leader"), F.col("latest_epoch").alias("leader_epoch"),
-        F.col("high_watermark").alias("leader_hwm"), F.col("log_start_offset").alias("leader_lso"))
+        F.col("high_watermark").alias("leader_hwm"), F.col("local_log_start_offset").alias("leader_lso"),
+        F.col("log_start_offset").alias("leader_log_start"))
     return leaders.select(*PARTITION, "leader").join(lead, [*PARTITION, "leader"], "left").join(
         scope.select(*PARTITION, F.col("hmax").alias("max_high_watermark"), "compacted"), PARTITION, "left")
 
@@ -193,11 +195,11 @@ def over_time_findings(current: DataFrame, prev: DataFrame, facts: DataFrame, lo
 
 
 def committed_offsets_lost(obs: DataFrame, p_lineage: DataFrame, log_lineage: DataFrame) -> DataFrame:
-    """``COMMITTED_OFFSET_LOST``: offsets below H_max (and at or above the current leader's log
-    start) that P's leader held in some epoch and the current leader does not hold in that
+    """``COMMITTED_OFFSET_LOST``: offsets below H_max (and at or above the current leader's
+    local log start, SPEC 2) that P's leader held in some epoch and the current leader does not hold in that
     epoch. On compacted topics only offsets both leaders hold are compared."""
     o = obs.filter(F.col("leader").isNotNull() & F.col("p_leader").isNotNull() & F.col("h_max").isNotNull())
-    # P's rows clipped to [current leader's log start, H_max)
+    # P's rows clipped to [current leader's local log start, H_max)
     r = p_lineage.join(o.select(*PARTITION, "leader", "leader_lso", "h_max", "compacted"), PARTITION).select(
         *PARTITION, "leader", "compacted", "epoch",
         F.greatest("start_offset", F.coalesce("leader_lso", F.lit(0))).alias("rs"),
@@ -226,10 +228,13 @@ def committed_offsets_lost(obs: DataFrame, p_lineage: DataFrame, log_lineage: Da
     spans = plain.unionByName(other).filter(F.col("first").isNotNull()).groupBy(*PARTITION, "leader").agg(
         F.min("first").alias("first"), F.max("last").alias("last"))
     found = spans.join(o.select(*PARTITION, "p_snapshot", "p_run_id", "p_leader", "p_leader_epoch", "h_max",
-                                "leader_epoch"), PARTITION).withColumn("replica", F.col("leader"))
+                                "leader_epoch", "leader_lso", "leader_log_start"), PARTITION).withColumn(
+        "replica", F.col("leader"))
     return finding(
         found, "COMMITTED_OFFSET_LOST", "CRITICAL", F.col("first"), F.col("last") + 1, None,
         F.format_string("Leader %d no longer holds, in the same epoch, offsets %d to %d that leader %d held in "
                         "snapshot %s below the committed high watermark %d.", F.col("leader"), F.col("first"),
                         F.col("last"), F.col("p_leader"), F.col("p_snapshot").cast("string"), F.col("h_max")),
-        F.struct("p_snapshot", "p_run_id", "p_leader", "p_leader_epoch", "leader_epoch", "h_max"))
+        F.struct("p_snapshot", "p_run_id", "p_leader", "p_leader_epoch", "leader_epoch", "h_max",
+                 F.col("leader_log_start").alias("log_start_offset"),
+                 F.col("leader_lso").alias("local_log_start_offset")))

@@ -28,7 +28,9 @@ def build_pairs(facts: DataFrame, cache: DataFrame, scope: DataFrame) -> DataFra
 
     Columns: ``KEY`` (``replica`` = the follower), ``leader``, the follower's and leader's
     LEO, HWM, log start, epoch cache arrays, ``lso`` and ``hmax`` (the higher of the two),
-    ``compacted``, ``epochless`` (either side's dumps carry no epoch).
+    ``compacted``, ``epochless`` (either side's dumps carry no epoch). ``f_lso``, ``l_lso``
+    and ``lso`` are local log start offsets (SPEC 2: every comparison starts there);
+    ``f_log_start`` and ``l_log_start`` the log start offsets, for ``details``.
     """
     arrays = cache_arrays(cache)
     f = facts.filter((F.col("role") == "follower") & F.col("leader_present") & F.col("has_dump")).join(
@@ -36,11 +38,12 @@ def build_pairs(facts: DataFrame, cache: DataFrame, scope: DataFrame) -> DataFra
     lead = facts.filter(F.col("role") == "leader").join(
         arrays.select(*KEY, F.col("entries").alias("l_entries")), KEY, "left").select(
         *PARTITION, F.col("replica").alias("leader"), F.col("log_end_offset").alias("l_leo"),
-        F.col("high_watermark").alias("l_hwm"), F.col("log_start_offset").alias("l_lso"), "l_entries",
-        F.col("epochless").alias("l_epochless"))
+        F.col("high_watermark").alias("l_hwm"), F.col("local_log_start_offset").alias("l_lso"), "l_entries",
+        F.col("log_start_offset").alias("l_log_start"), F.col("epochless").alias("l_epochless"))
     return f.join(lead, [*PARTITION, "leader"]).join(scope, PARTITION, "left").select(
         *KEY, "leader", F.col("log_end_offset").alias("f_leo"), F.col("high_watermark").alias("f_hwm"),
-        F.col("log_start_offset").alias("f_lso"), "f_entries", "l_leo", "l_hwm", "l_lso", "l_entries",
+        F.col("local_log_start_offset").alias("f_lso"), "f_entries", "l_leo", "l_hwm", "l_lso", "l_entries",
+        F.col("log_start_offset").alias("f_log_start"), "l_log_start",
         F.greatest("f_lso", "l_lso").alias("lso"), F.greatest("f_hwm", "l_hwm").alias("hmax"),
         F.coalesce(F.col("compacted"), F.lit(False)).alias("compacted"),
         (F.coalesce(F.col("epochless"), F.lit(False)) | F.coalesce(F.col("l_epochless"), F.lit(False)))
@@ -117,7 +120,9 @@ def _details(protocol: str) -> Column:
     return F.struct(
         F.lit(protocol).alias("protocol"), "leader", F.col("f_leo").alias("follower_log_end_offset"),
         F.col("l_leo").alias("leader_log_end_offset"), F.col("f_hwm").alias("follower_high_watermark"),
-        F.col("l_hwm").alias("leader_high_watermark"), "divergence_offset", "truncation_offset",
+        F.col("l_hwm").alias("leader_high_watermark"), F.col("f_log_start").alias("log_start_offset"),
+        F.col("f_lso").alias("local_log_start_offset"), F.col("l_log_start").alias("leader_log_start_offset"),
+        F.col("l_lso").alias("leader_local_log_start_offset"), "divergence_offset", "truncation_offset",
         "truncation_rounds", "resume_offset", "hwm_fallback", "truncation_offset_2_8",
         F.col("rounds_detail").alias("rounds"))
 
@@ -186,28 +191,33 @@ def isr_incomplete(facts: DataFrame, batches: DataFrame, scope: DataFrame, diffe
         (F.coalesce(F.col("in_isr"), F.lit(False)) | F.coalesce(F.col("in_elr"), F.lit(False)))
         & (F.col("role") == "follower") & F.col("has_dump") & F.col("leader_present")).select(
         *PARTITION, F.col("replica").alias("member"), "leader", F.col("high_watermark").alias("m_hwm"),
-        F.col("log_start_offset").alias("m_lso"))
+        F.col("local_log_start_offset").alias("m_lso"), F.col("log_start_offset").alias("m_log_start"))
     lead = facts.filter(F.col("role") == "leader").select(
         *PARTITION, F.col("replica").alias("leader"), F.col("high_watermark").alias("l_hwm"),
-        F.col("log_start_offset").alias("l_lso"))
+        F.col("local_log_start_offset").alias("l_lso"), F.col("log_start_offset").alias("l_log_start"))
     sides = members.join(lead, [*PARTITION, "leader"]).filter(F.col("l_hwm").isNotNull()).join(
         scope, PARTITION, "left").select(
-        *PARTITION, "leader", "member", "l_hwm", F.greatest("m_lso", "l_lso").alias("lso"),
+        *PARTITION, "leader", "member", "l_hwm", "m_lso", "l_lso", "m_log_start", "l_log_start",
+        F.greatest("m_lso", "l_lso").alias("lso"),
         F.greatest("m_hwm", "l_hwm").alias("hmax"), F.coalesce(F.col("compacted"), F.lit(False)).alias("compacted"))
     in_windows = sides.join(differing.select(*PARTITION, F.col("replica").alias("member"), "leader", "win"),
                             [*PARTITION, "member", "leader"])
     compared = compared_batches(batches, in_windows, "leader", "member")
     lacking = answers.select(*PARTITION, F.col("replica").alias("member"), "leader", "first_lacking")
     gaps = first_missing(compared, "leader", "member", "l_hwm").join(lacking, [*PARTITION, "leader", "member"], "full") \
-        .join(sides.select(*PARTITION, "leader", "member", "l_hwm"), [*PARTITION, "leader", "member"]).select(
-        *PARTITION, "leader", "member", "l_hwm",
+        .join(sides.select(*PARTITION, "leader", "member", "l_hwm", "m_lso", "l_lso", "m_log_start", "l_log_start"),
+              [*PARTITION, "leader", "member"]).select(
+        *PARTITION, "leader", "member", "l_hwm", "m_lso", "l_lso", "m_log_start", "l_log_start",
         F.least("first_missing", F.when(F.col("first_lacking") < F.col("l_hwm"), F.col("first_lacking")))
         .alias("first_missing")).filter(F.col("first_missing").isNotNull())
     return finding(
         gaps, "ISR_INCOMPLETE", "CRITICAL", F.col("first_missing"), F.col("l_hwm"), None,
         F.format_string("In-sync replica %d lacks leader %d's batch at offset %d, below the leader's high "
                         "watermark %d.", F.col("member"), F.col("leader"), F.col("first_missing"), F.col("l_hwm")),
-        F.struct("leader", "first_missing", F.col("l_hwm").alias("leader_high_watermark")), replica=F.col("member"))
+        F.struct("leader", "first_missing", F.col("l_hwm").alias("leader_high_watermark"),
+                 F.col("m_log_start").alias("log_start_offset"), F.col("m_lso").alias("local_log_start_offset"),
+                 F.col("l_log_start").alias("leader_log_start_offset"),
+                 F.col("l_lso").alias("leader_local_log_start_offset")), replica=F.col("member"))
 
 
 def partition_findings(leaders: DataFrame, facts: DataFrame) -> DataFrame:

@@ -144,18 +144,23 @@ def epoch_cache_mismatches(checkpoint: DataFrame, rebuilt: DataFrame, facts: Dat
     Args:
         checkpoint: the file's entries (``KEY, epoch, start_offset, file``), usable files only.
         rebuilt: the cache rebuilt from the log (``KEY, epoch, start_offset``).
-        facts: per replica ``log_start_offset``, ``log_end_offset``.
+        facts: per replica ``log_start_offset``, ``local_log_start_offset``, ``log_end_offset``.
         scope: ``PARTITION + [compacted, hmax]``.
     """
-    f = facts.select(*KEY, F.col("log_start_offset").alias("lso"), F.col("log_end_offset").alias("leo"))
+    # (SPEC 2: the log is compared from its local log start offset, ``lso``; entries below it
+    # describe remote or removed offsets)
+    f = facts.select(*KEY, F.col("local_log_start_offset").alias("lso"), F.col("log_end_offset").alias("leo"),
+                     F.col("log_start_offset").alias("log_start_offset"))
     nxt = Window.partitionBy(*KEY).orderBy("epoch", "start_offset")
     cp = checkpoint.join(f, KEY).select(
-        *KEY, "epoch", "start_offset", "file", "lso", "leo",
+        *KEY, "epoch", "start_offset", "file", "lso", "leo", "log_start_offset",
         F.lead("start_offset").over(nxt).alias("next_start"),
         (F.lead("epoch").over(nxt).isNull()).alias("is_latest"))
     log = rebuilt.select(*KEY, "epoch", F.col("start_offset").alias("log_start"))
     log_next = Window.partitionBy(*KEY).orderBy("epoch", "start_offset")
-    log_first = rebuilt.groupBy(*KEY).agg(F.min("start_offset").alias("first_log_start"))
+    log_first = rebuilt.groupBy(*KEY).agg(
+        F.min("start_offset").alias("first_log_start"),
+        F.min_by("epoch", F.struct("start_offset", "epoch")).alias("first_log_epoch"))
     joined = cp.join(log, [*KEY, "epoch"], "left").join(log_first, KEY, "left").join(scope, PARTITION, "left")
     compacted_below = F.coalesce(F.col("compacted"), F.lit(False)) & F.col("hmax").isNotNull() & (
         F.col("start_offset") < F.col("hmax"))
@@ -166,15 +171,26 @@ def epoch_cache_mismatches(checkpoint: DataFrame, rebuilt: DataFrame, facts: Dat
     above = (F.col("start_offset") >= F.col("leo")) & ~(F.col("is_latest") & (F.col("start_offset") == F.col("leo")))
     wrong = joined.filter(in_log_range & ~matches & ~compacted_below)
     beyond = joined.filter(above)
+    # the last entry below the local log start is in force there: the log's first epoch
+    # (>= 0) must not be lower than that entry's
+    in_force = (F.col("start_offset") < F.coalesce(F.col("lso"), F.lit(0))) & (
+        F.col("next_start").isNull() | (F.col("next_start") > F.col("lso")))
+    stale = joined.filter(in_force & (F.col("first_log_epoch") < F.col("epoch")) & ~compacted_below)
     end = F.coalesce(F.col("next_start"), F.greatest(F.col("leo"), F.col("start_offset")))
     details = F.struct("file", "epoch", F.col("start_offset").alias("checkpoint_start"),
-                       F.col("log_start").alias("log_start"), F.col("leo").alias("log_end_offset"))
+                       F.col("log_start").alias("log_start"), F.col("leo").alias("log_end_offset"),
+                       "log_start_offset", F.col("lso").alias("local_log_start_offset"))
     wrong_f = finding(
         wrong, "EPOCH_CACHE_MISMATCH", "ERROR", F.col("start_offset"), end, F.col("epoch"),
         F.format_string("Replica %d's leader-epoch-checkpoint says epoch %d starts at %d but its log %s.",
                         F.col("replica"), F.col("epoch"), F.col("start_offset"),
                         F.when(F.col("log_start").isNull(), F.lit("has no batch in that epoch"))
                         .otherwise(F.format_string("starts it at %d", F.col("log_start")))), details)
+    stale_f = finding(
+        stale, "EPOCH_CACHE_MISMATCH", "ERROR", F.col("start_offset"), end, F.col("epoch"),
+        F.format_string("Replica %d's leader-epoch-checkpoint says epoch %d is in force at its local log start "
+                        "offset %d, but its log's first batch there is in the lower epoch %d.",
+                        F.col("replica"), F.col("epoch"), F.col("lso"), F.col("first_log_epoch")), details)
     beyond_f = finding(
         beyond, "EPOCH_CACHE_MISMATCH", "INFO", F.col("start_offset"), end, F.col("epoch"),
         F.format_string("Replica %d's leader-epoch-checkpoint has epoch %d starting at %d, at or past its "
@@ -194,8 +210,9 @@ def epoch_cache_mismatches(checkpoint: DataFrame, rebuilt: DataFrame, facts: Dat
         F.coalesce(F.col("next_start"), F.col("leo")), F.col("epoch"),
         F.format_string("Replica %d's log has epoch %d from offset %d but its leader-epoch-checkpoint lacks it.",
                         F.col("replica"), F.col("epoch"), F.col("start_offset")),
-        F.struct("epoch", F.col("start_offset").alias("log_start"), F.col("leo").alias("log_end_offset")))
-    return union_all([wrong_f, beyond_f, lacking_f])
+        F.struct("epoch", F.col("start_offset").alias("log_start"), F.col("leo").alias("log_end_offset"),
+                 "log_start_offset", F.col("lso").alias("local_log_start_offset")))
+    return union_all([wrong_f, stale_f, beyond_f, lacking_f])
 
 
 def missing_inputs(facts: DataFrame, cache_from_log: bool) -> DataFrame:

@@ -28,7 +28,7 @@ def replica_facts(replicas: DataFrame, offsets: DataFrame, hwm: DataFrame, lates
         .join(meta, PARTITION, "left")
         .select(
             *REPLICA, "log_dir", "has_dump", "has_epoch_file", "epoch_file_usable",
-            "log_start_offset", "log_end_offset", "high_watermark", "latest_epoch",
+            "log_start_offset", "local_log_start_offset", "log_end_offset", "high_watermark", "latest_epoch",
             F.coalesce(F.col("batch_count"), F.lit(0)).alias("batch_count"),
             F.coalesce(F.col("record_count"), F.lit(0)).alias("record_count"),
             "meta_leader",

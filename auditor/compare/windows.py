@@ -24,9 +24,8 @@ PARTITION = ["snapshot", "topic", "partition"]
 
 
 def scope_floor() -> Column:
-    """The first offset a comparison looks at: the higher of both log start offsets
-    (``lso``; not yet SPEC 2's local log start) and, on a compacted topic, the higher HWM
-    (``hmax``; SPEC 4.5)."""
+    """The first offset a comparison looks at: the higher of both local log start offsets
+    (``lso``, SPEC 2) and, on a compacted topic, the higher HWM (``hmax``; SPEC 4.5)."""
     compacted = F.coalesce(F.col("compacted"), F.lit(False)) & F.col("hmax").isNotNull()
     return F.greatest(F.coalesce(F.col("lso"), F.lit(0)), F.when(compacted, F.col("hmax")).otherwise(F.lit(0)))
 

@@ -25,7 +25,8 @@ def replica_offsets(batches: DataFrame, segments: DataFrame, log_start: DataFram
 
     Returns:
         ``snapshot, topic, partition, replica, log_end_offset, log_start_offset,
-        batch_count, record_count``; only replicas with batches or segments.
+        local_log_start_offset, batch_count, record_count``; only replicas with batches or
+        segments. The local log start offset is max(log start, lowest segment base dumped).
     """
     per_batch = batches.groupBy(*REPLICA).agg(
         (F.max("last_offset") + 1).alias("_after_last"),
@@ -42,6 +43,9 @@ def replica_offsets(batches: DataFrame, segments: DataFrame, log_start: DataFram
             *REPLICA,
             F.greatest(F.col("_after_last"), F.col("_max_seg")).alias("log_end_offset"),
             F.coalesce(F.col("log_start_offset"), F.col("_min_seg"), F.col("_min_base")).alias("log_start_offset"),
+            F.greatest(F.coalesce(F.col("log_start_offset"), F.col("_min_seg"), F.col("_min_base")),
+                       F.coalesce(F.col("_min_seg"), F.col("_min_base"), F.col("log_start_offset")))
+            .alias("local_log_start_offset"),
             F.coalesce(F.col("batch_count"), F.lit(0)).cast("bigint").alias("batch_count"),
             F.coalesce(F.col("record_count"), F.lit(0)).cast("bigint").alias("record_count"),
         )

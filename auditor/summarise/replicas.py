@@ -14,7 +14,7 @@ other replicas are read batch by batch (:mod:`auditor.compare.drill`).
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from auditor.summarise.digest import DIGEST_SUMS, digest, is_chain, rollup
@@ -69,8 +69,16 @@ def replica_summaries(summaries: DataFrame, epochs: DataFrame) -> DataFrame:
     )
 
 
+def local_log_start(log_start: Column, lowest_dumped: Column) -> Column:
+    """SPEC 2's local log start offset: max(log start offset, the lowest segment base offset
+    dumped), the first offset the replica holds on its own disk. Below it a tiered replica's
+    offsets live in remote segments no dump shows (KIP-405): never "not held"."""
+    return F.greatest(F.coalesce(log_start, lowest_dumped), F.coalesce(lowest_dumped, log_start))
+
+
 def offsets(replicas: DataFrame, segments: DataFrame, log_start: DataFrame) -> DataFrame:
-    """LEO, log start offset and counts per replica with batches or segments (SPEC 2), as
+    """LEO, log start offset, local log start offset and counts per replica with batches or
+    segments (SPEC 2), as
     :func:`auditor.semantics.lineage.replica_offsets` computes them from batches.
 
     ``batch_count`` and ``record_count`` count repeated batches of an irregular replica
@@ -86,6 +94,8 @@ def offsets(replicas: DataFrame, segments: DataFrame, log_start: DataFrame) -> D
             *KEY,
             F.greatest(F.col("max_last") + 1, F.col("_max_seg")).alias("log_end_offset"),
             F.coalesce(F.col("log_start_offset"), F.col("_min_seg"), F.col("min_base")).alias("log_start_offset"),
+            local_log_start(F.col("log_start_offset"), F.coalesce(F.col("_min_seg"), F.col("min_base")))
+            .alias("local_log_start_offset"),
             F.coalesce(F.col("n"), F.lit(0)).cast("bigint").alias("batch_count"),
             F.coalesce(F.col("records"), F.lit(0)).cast("bigint").alias("record_count"),
         )
