@@ -199,3 +199,55 @@ def test_cli_continue_from(tmp_path: Path) -> None:
     ):
         bad = runner.invoke(main, ["simulate", str(tmp_path / "c"), *args])
         assert bad.exit_code == 2 and message in bad.output, (args, bad.output)
+
+
+def test_truncate_from_start_is_kafkas() -> None:
+    from auditor.simulator import truncate_from_start
+
+    cache = [(0, 0), (1, 5), (2, 9)]
+    assert truncate_from_start(cache, 7) == [(1, 7), (2, 9)]  # the entry in force moves up
+    assert truncate_from_start(cache, 5) == [(1, 5), (2, 9)]
+    assert truncate_from_start(cache, 0) == cache
+    assert truncate_from_start([(0, 0)], 3) == [(0, 3)]
+
+
+def test_shapes_change_the_files_not_the_truth(tmp_path: Path) -> None:
+    """Tiered storage and DeleteRecords on fault-free partitions: the dumps, checkpoints and
+    describe output change as on a real broker; the expected findings do not."""
+    kwargs = dict(topics=3, partitions=8, batches=40, segment_batches=6, seed=21, faults="all")
+    shaped = simulate(tmp_path / "shaped", **kwargs)  # type: ignore[arg-type]
+    simulate(tmp_path / "plain", shapes=False, **kwargs)  # type: ignore[arg-type]
+    assert shaped.shapes["tiered"] >= 1 and shaped.shapes["retention"] >= 1, shaped.shapes
+
+    def truth(name: str) -> dict:  # type: ignore[type-arg]
+        doc = json.loads((tmp_path / name / "expected_findings.json").read_text())
+        return {k: doc[k] for k in ("findings", "replicas", "faults")}
+
+    assert truth("shaped") == truth("plain")
+    root = tmp_path / "shaped"
+    describe = (root / "topics-describe.txt").read_text()
+    assert describe.count("remote.storage.enable=true") == 1  # topic 1 of 3
+    starts: dict[tuple[str, int], list[int]] = {}
+    for b in (1, 2, 3):
+        text = (root / f"broker={b}" / "data" / "log-start-offset-checkpoint").read_text().split("\n")
+        assert text[0] == "0" and int(text[1]) == len([line for line in text[2:] if line])
+        for line in text[2:]:
+            if line:
+                topic, p, start = line.split()
+                starts.setdefault((topic, int(p)), []).append(int(start))
+    tiered_topic = next(line.split()[1] for line in describe.splitlines() if "remote.storage" in line)
+    retained = {k: v for k, v in starts.items() if k[0] != tiered_topic}
+    assert retained and all(len(set(v)) == 1 and v[0] > 0 for v in retained.values())
+    for (topic, p), (log_start, *_) in retained.items():
+        for b in (1, 2, 3):
+            folder = root / f"broker={b}" / "data" / f"{topic}-{p}"
+            if folder.exists():
+                entries = (folder / "leader-epoch-checkpoint").read_text().split("\n")[2:]
+                assert int(entries[0].split()[1]) == log_start  # truncated from the start
+    # a tiered partition's replicas keep their own local segments: the first dumped segment
+    # starts above 0 on at least one replica, and the log start stays 0
+    tiered = [k for k in starts if k[0] == tiered_topic]
+    assert tiered and all(starts[k] == [0, 0, 0] for k in tiered)
+    firsts = [min(int(f.name.split(".")[0]) for f in (root / f"broker={b}" / "data" / f"{t}-{p}").glob("*.log.txt"))
+              for t, p in tiered for b in (1, 2, 3) if (root / f"broker={b}" / "data" / f"{t}-{p}").exists()]
+    assert any(f > 0 for f in firsts)

@@ -95,3 +95,14 @@ def test_auditor_matches_ground_truth(merged, case: str) -> None:  # type: ignor
     requested = {name.split("=")[0] for name in str(CASES[case]["faults"]).split(",")}
     requested |= {name.split("=")[0] for _, later in CASES[case].get("continue_with", []) for name in later.split(",")}
     assert set(summaries[case].faults) == (set(FAULTS) if "all" in requested else requested)
+
+
+def test_the_mix_holds_tiered_and_retained_partitions(merged) -> None:  # type: ignore[no-untyped-def]
+    """The cases above audit real clusters' shapes too (issue 23): partitions with tiered
+    storage (remote segments not dumped, log start 0) and with a log start inside the first
+    segment; their findings are in the comparisons above."""
+    _, summaries, *_ = merged
+    shapes = Counter()  # type: ignore[var-annotated]
+    for summary in summaries.values():
+        shapes.update(summary.shapes)
+    assert shapes["tiered"] >= 3 and shapes["retention"] >= 2, shapes

@@ -39,6 +39,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 from auditor.simulator.history import FAULTS, PartitionHistory, continue_partition, simulate_partition
+from auditor.simulator.model import BatchRef
 from auditor.simulator.truth import checkpoint_entries, partition_truth
 
 LOG_DIR = "/var/lib/kafka/data"
@@ -111,6 +112,7 @@ class SimulationSummary:
     faults: Counter[str] = field(default_factory=Counter)
     faults_skipped: Counter[str] = field(default_factory=Counter)
     expected_findings: Counter[str] = field(default_factory=Counter)
+    shapes: Counter[str] = field(default_factory=Counter)
 
     def format(self) -> str:
         lines = [
@@ -123,6 +125,8 @@ class SimulationSummary:
         if self.faults_skipped:
             lines.append("  faults that found no place: " + ", ".join(
                 f"{k} x{v}" for k, v in sorted(self.faults_skipped.items())))
+        if self.shapes:
+            lines.append("  shapes: " + ", ".join(f"{k} x{v}" for k, v in sorted(self.shapes.items())))
         if self.expected_findings:
             lines.append("  expected findings: " + ", ".join(
                 f"{k} {v}" for k, v in sorted(self.expected_findings.items())))
@@ -172,12 +176,15 @@ class _Writer:
         self.batches = 0
         self.hwm_counts = Counter[int]()
         self.hwm_parts: dict[int, IO[str]] = {}
+        self.lso_counts = Counter[int]()
+        self.lso_parts: dict[int, IO[str]] = {}
+        self.shapes_seen: Counter[str] = Counter()
         for b in range(1, brokers + 1):
             d = root / f"broker={b}" / "data"
             d.mkdir(parents=True, exist_ok=True)
             self.hwm_parts[b] = open(d / ".replication-offset-checkpoint.part", "w", encoding="utf-8")  # noqa: SIM115
             self._write(d / "meta.properties", f"version=1\nbroker.id={b}\nnode.id={b}\ncluster.id=simulated\n")
-            self._write(d / "log-start-offset-checkpoint", "0\n0\n")
+            self.lso_parts[b] = open(d / ".log-start-offset-checkpoint.part", "w", encoding="utf-8")  # noqa: SIM115
         self.describe = open(root / "topics-describe.txt", "w", encoding="utf-8")  # noqa: SIM115
         self.findings = open(root / ".expected-findings.part", "w", encoding="utf-8")  # noqa: SIM115
         self.followers = open(root / ".expected-replicas.part", "w", encoding="utf-8")  # noqa: SIM115
@@ -191,15 +198,30 @@ class _Writer:
     def topic(self, name: str, partitions: int, rf: int, configs: dict[str, str]) -> None:
         self.describe.write(describe_topic_line(name, configs, partitions, rf))
 
-    def partition(self, h: PartitionHistory) -> None:
+    def partition(self, h: PartitionHistory, shape: str | None = None) -> None:
+        """Write ``h``. ``shape``: ``tiered`` (KIP-405: each replica's oldest committed
+        segments are remote, not dumped, at a replica's own point; the log start stays 0 in
+        ``log-start-offset-checkpoint``; the epoch checkpoint keeps the remote entries) or
+        ``retention`` (DeleteRecords: a log start inside the first segment, the epoch
+        checkpoint truncated from the start as Kafka's ``truncateFromStart`` does). Shapes
+        are given only to partitions without faults: the ground truth is unchanged."""
         self.describe.write(describe_partition_line(
             h.topic, PartitionMeta(h.partition, h.leader, tuple(h.assignment), tuple(h.isr))))
+        committed = min(r.hwm for r in h.replicas.values())
+        log_start = retained_log_start(h, committed, self.segment_batches) if shape == "retention" else None
+        if shape is not None and (shape == "tiered" or log_start is not None):
+            self.shapes_seen[shape] += 1
         for broker in h.assignment:
             r = h.replicas[broker]
             folder = self.root / f"broker={broker}" / "data" / f"{h.topic}-{h.partition}"
             folder.mkdir(parents=True, exist_ok=True)
-            self._dump(folder, h, broker)
+            self._dump(folder, h, broker, remote_below=committed if shape == "tiered" else None)
             entries = checkpoint_entries(r)
+            if shape == "tiered" or log_start is not None:
+                self.lso_parts[broker].write(f"{h.topic} {h.partition} {log_start or 0}\n")
+                self.lso_counts[broker] += 1
+            if entries is not None and log_start is not None:
+                entries = truncate_from_start(entries, log_start)
             if entries is not None:
                 self._write(folder / "leader-epoch-checkpoint", checkpoint_text(entries))
             self._write(folder / "partition.metadata", "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA")
@@ -226,10 +248,23 @@ class _Writer:
         if batch or not r.log.runs:
             yield (batch[0].base_offset if batch else r.log.leo), batch
 
-    def _dump(self, folder: Path, h: PartitionHistory, broker: int) -> None:
+    def _dump(self, folder: Path, h: PartitionHistory, broker: int, remote_below: int | None = None) -> None:
+        """Dump the replica's segments; with ``remote_below``, a leading run of segments that
+        end below it (at least one segment always stays local) is left out, as tiered
+        storage moves them to remote storage and deletes them locally."""
         r = h.replicas[broker]
         newest = max(0, -(-r.log.batch_count // self.segment_batches) - 1)
-        for i, (seg_base, batches) in enumerate(self._segments(h, broker)):
+        segments = list(enumerate(self._segments(h, broker)))
+        if remote_below is not None:
+            movable = 0
+            while movable < len(segments) - 1 and segments[movable][1][1] \
+                    and segments[movable][1][1][-1].last_offset < remote_below:
+                movable += 1
+            # each replica tiers its own number of segments (1 to 3, a stable choice per
+            # replica, never fewer in a later snapshot: remote segments do not come back)
+            k = min(movable, 1 + zlib.crc32(f"{h.topic}/{h.partition}/{broker}/remote".encode()) % 3)
+            segments = segments[k:]
+        for i, (seg_base, batches) in segments:
             lines = dump_lines(LOG_DIR, h.topic, h.partition, seg_base, batches,
                                invalid_bytes=r.torn_bytes if i == newest else 0, style=self.style,
                                records=self.records)
@@ -254,6 +289,14 @@ class _Writer:
     def close(self, seed: int, plan: list[dict[str, object]]) -> None:
         for dump in self.broker_dumps.values():
             dump.close()
+        for b, part in self.lso_parts.items():
+            part.close()
+            final = self.root / f"broker={b}" / "data" / "log-start-offset-checkpoint"
+            with open(final, "w", encoding="utf-8") as out, open(part.name, encoding="utf-8") as src:
+                out.write(f"0\n{self.lso_counts[b]}\n")
+                shutil.copyfileobj(src, out)
+            os.remove(part.name)
+            self.summary_files += 1
         for b, part in self.hwm_parts.items():
             part.close()
             final = self.root / f"broker={b}" / "data" / "replication-offset-checkpoint"
@@ -280,12 +323,66 @@ class _Writer:
             out.write("}\n")
 
 
+def retained_log_start(h: PartitionHistory, committed: int, segment_batches: int) -> int | None:
+    """A log start inside the partition's first segment, below every replica's HWM, as
+    DeleteRecords leaves it; None while there is no such offset. A stable offset 1 to 8
+    above the first base offset, so a later snapshot of the cluster keeps it."""
+    first = [next(r.log.batches(), None) for r in h.replicas.values()]
+    if any(b is None for b in first):
+        return None
+    base = max(b.base for b in first)  # type: ignore[union-attr]
+    offset = base + 1 + zlib.crc32(f"{h.topic}/{h.partition}/log-start".encode()) % 8
+    ends = [_first_segment_end(r.log.batches(), segment_batches) for r in h.replicas.values()]
+    inside = all(end is not None and end >= offset for end in ends)
+    return offset if inside and offset < committed else None
+
+
+def _first_segment_end(batches: Iterator[BatchRef], segment_batches: int) -> int | None:
+    """The last offset of the first segment (its first ``segment_batches`` batches)."""
+    last = None
+    for _, b in zip(range(segment_batches), batches):
+        last = b.last
+    return last
+
+
+def truncate_from_start(entries: list[tuple[int, int]], log_start: int) -> list[tuple[int, int]]:
+    """Kafka's ``LeaderEpochFileCache.truncateFromStart``: entries that start below the new
+    log start are removed, except the latest of them, which now starts at the log start."""
+    below = [(e, s) for e, s in entries if s < log_start]
+    kept = [(e, s) for e, s in entries if s >= log_start]
+    if below and not any(s == log_start for _, s in kept):
+        kept.insert(0, (below[-1][0], log_start))
+    return kept
+
+
+#: How often each shape of a real cluster appears (``shapes=True``, the default): the
+#: second of every TIERED_EVERY topics has tiered storage; every RETENTION_EVERY-th
+#: partition of the others has had DeleteRecords. Only partitions without faults get a shape.
+TIERED_EVERY = 3
+RETENTION_EVERY = 4
+
+
+def is_tiered_topic(topic_index: int) -> bool:
+    return topic_index % TIERED_EVERY == 1
+
+
+def partition_shape(topic_index: int, partition: int, faults: list[str]) -> str | None:
+    """The shape of one partition (None: a plain log from offset 0)."""
+    if faults:
+        return None
+    if is_tiered_topic(topic_index):
+        return "tiered"
+    if partition % RETENTION_EVERY == RETENTION_EVERY - 1:
+        return "retention"
+    return None
+
+
 def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: int = 3, batches: int = 40,
              faults: str | None = "all", seed: int = 1, replication_factor: int = 3, min_isr: int = 2,
              dump_style: str = DEFAULT_STYLE, records: bool = False, segment_batches: int = 500,
              topic_prefix: str = "", progress: Callable[[int], None] | None = None,
              dump_layout: str = "per-segment",
-             continuations: list[dict[str, object]] | None = None) -> SimulationSummary:
+             continuations: list[dict[str, object]] | None = None, shapes: bool = True) -> SimulationSummary:
     """Simulate and write a snapshot under ``root`` (which must not hold one already).
 
     Args:
@@ -298,6 +395,9 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
             ``kafka-dump-log.sh --files <segment>`` prints it) or ``per-broker`` (one
             multi-section file per broker and log dir, holding every segment's dump: far
             fewer files for clusters of 10^4 partitions and more).
+        shapes: give fault-free partitions the shapes of a real cluster
+            (:func:`partition_shape`): tiered storage on the second of every three topics, a
+            log start inside the first segment on every fourth partition of the others.
         continuations: later snapshots of the same cluster, in order: each
             ``{"batches": N, "faults": SPEC}`` adds about N batches per partition and then
             its faults (:func:`continue_simulation` builds them from an earlier snapshot).
@@ -334,6 +434,8 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
         configs = {"min.insync.replicas": str(min(min_isr, rf))}
         if unclean:
             configs["unclean.leader.election.enable"] = "true"
+        if shapes and is_tiered_topic(t):
+            configs["remote.storage.enable"] = "true"
         writer.topic(name, partitions, rf, configs)
         for p in range(partitions):
             replicas = [(index + j) % brokers + 1 for j in range(rf)]
@@ -342,7 +444,7 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
             for step, (more, later_plan) in enumerate(later):
                 continue_partition(h, step, more, later_plan.get(index, []), seed)
                 wanted = wanted + later_plan.get(index, [])
-            writer.partition(h)
+            writer.partition(h, partition_shape(t, p, h.applied) if shapes else None)
             summary.replicas += len(replicas)
             for fault in h.applied:
                 summary.faults[fault] += 1
@@ -355,12 +457,14 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
     settings = {"brokers": brokers, "topics": topics, "partitions": partitions, "batches": batches,
                 "faults": faults, "seed": seed, "replication_factor": replication_factor, "min_isr": min_isr,
                 "dump_style": dump_style, "records": records, "segment_batches": segment_batches,
-                "topic_prefix": topic_prefix, "dump_layout": dump_layout, "continuations": continuations or []}
+                "topic_prefix": topic_prefix, "dump_layout": dump_layout, "continuations": continuations or [],
+                "shapes": shapes}
     with open(base / SETTINGS_FILE, "w", encoding="utf-8") as out:
         json.dump({"generator": "auditor simulate", **settings}, out, indent=1)
         out.write("\n")
     summary.batches, summary.files, summary.bytes = writer.batches, writer.summary_files, writer.bytes
     summary.expected_findings = writer.claims_seen
+    summary.shapes = writer.shapes_seen
     summary.seconds = time.monotonic() - started
     return summary
 
