@@ -104,9 +104,10 @@ def audit_command(**kwargs: Any) -> None:
               help="One dump file per segment (in its partition folder), or one multi-section file per "
                    "broker (fewer files: use it from about 10,000 partitions).")
 @click.option("--shapes/--no-shapes", default=True, show_default=True,
-              help="Give fault-free partitions the shapes of a real cluster: tiered storage (the second "
-                   "of every three topics: old segments remote, not dumped) and DeleteRecords (a log start "
-                   "inside the first segment, every fourth partition of the others).")
+              help="Give the cluster real clusters' shapes: tiered storage (the second of every three "
+                   "topics: old segments remote, not dumped), DeleteRecords (a log start inside the first "
+                   "segment, every fourth partition of the others) and transactional producers with "
+                   "COMMIT/ABORT markers (the third of every three topics).")
 @click.option("--continue-from", "previous", default=None, type=click.Path(file_okay=False, path_type=str),
               help="Write the next snapshot of the cluster simulated in this earlier snapshot: the same "
                    "history, then --steps more batches per partition and --faults (default: none). The "

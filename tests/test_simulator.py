@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tracemalloc
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -251,3 +252,34 @@ def test_shapes_change_the_files_not_the_truth(tmp_path: Path) -> None:
     firsts = [min(int(f.name.split(".")[0]) for f in (root / f"broker={b}" / "data" / f"{t}-{p}").glob("*.log.txt"))
               for t, p in tiered for b in (1, 2, 3) if (root / f"broker={b}" / "data" / f"{t}-{p}").exists()]
     assert any(f > 0 for f in firsts)
+
+
+def test_transactional_topics_print_producers_and_markers(tmp_path: Path) -> None:
+    """The third topic is written by transactional producers: batch lines carry producer
+    ids, epochs and sequences; one-record COMMIT/ABORT markers are control batches, printed
+    as Kafka prints them (count 1, size 78, ``endTxnMarker:`` on the record line)."""
+    import re
+
+    simulate(tmp_path / "s", topics=3, partitions=3, batches=60, faults="none", seed=9, records=True)
+    describe = (tmp_path / "s" / "topics-describe.txt").read_text()
+    txn_topic = [line.split()[1] for line in describe.splitlines() if "PartitionCount" in line][2]
+    markers, data = Counter(), 0  # type: ignore[var-annotated]
+    for dump in (tmp_path / "s").glob(f"broker=*/data/{txn_topic}-*/*.log.txt"):
+        lines = dump.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if not line.startswith("baseOffset:"):
+                continue
+            f = dict(re.findall(r"(\w+): (\S+)", line.split(" | ")[0]))
+            assert f["isTransactional"] == "true" and int(f["producerId"]) >= 4000
+            if f["isControl"] == "true":
+                assert (f["count"], f["size"], f["baseSequence"], f["lastSequence"]) == ("1", "78", "-1", "-1")
+                marker = re.search(r"endTxnMarker: (COMMIT|ABORT) coordinatorEpoch: 0$", lines[i + 1])
+                assert marker and lines[i + 1].startswith(f"| offset: {f['baseOffset']} ")
+                markers[marker.group(1)] += 1
+            else:
+                assert int(f["lastSequence"]) - int(f["baseSequence"]) == int(f["count"]) - 1
+                data += 1
+    assert markers["COMMIT"] > 0 and markers["ABORT"] > 0 and data > 0, (markers, data)
+    # the other topics keep no producer
+    other = next((tmp_path / "s").glob("broker=1/data/orders-0/*.log.txt")).read_text()
+    assert "producerId: -1" in other and "isTransactional: true" not in other

@@ -27,6 +27,7 @@ from auditor.simulator.kafka_text import (
     Batch,
     DumpStyle,
     PartitionMeta,
+    Producer,
     checkpoint_text,
     describe_partition_line,
     describe_topic_line,
@@ -179,6 +180,7 @@ class _Writer:
         self.lso_counts = Counter[int]()
         self.lso_parts: dict[int, IO[str]] = {}
         self.shapes_seen: Counter[str] = Counter()
+        self.transactional_topics: set[str] = set()
         for b in range(1, brokers + 1):
             d = root / f"broker={b}" / "data"
             d.mkdir(parents=True, exist_ok=True)
@@ -237,11 +239,13 @@ class _Writer:
     def _segments(self, h: PartitionHistory, broker: int) -> Iterator[tuple[int, list[Batch]]]:
         """The replica's batches as dump batches, ``segment_batches`` per segment."""
         r = h.replicas[broker]
+        transactional = h.topic in self.transactional_topics
         batch: list[Batch] = []
         for b in r.log.batches():
             crc = zlib.crc32(f"{h.topic}/{h.partition}/{b.tag}/{b.base}".encode()) & 0xFFFFFFFF
             batch.append(Batch(b.base, b.last, b.epoch, crc, timestamp=BASE_TIMESTAMP + b.base * 3,
-                               valid=b.base not in r.corrupt, bytes_per_record=18))
+                               valid=b.base not in r.corrupt, bytes_per_record=18,
+                               producer=transactional_producer(b, crc) if transactional else None))
             if len(batch) == self.segment_batches:
                 yield batch[0].base_offset, batch
                 batch = []
@@ -366,6 +370,22 @@ def is_tiered_topic(topic_index: int) -> bool:
     return topic_index % TIERED_EVERY == 1
 
 
+def is_transactional_topic(topic_index: int) -> bool:
+    """The third of every three topics is written by transactional producers."""
+    return topic_index % TIERED_EVERY == 2
+
+
+def transactional_producer(b: BatchRef, crc: int) -> Producer:
+    """Who wrote batch ``b`` of a transactional topic, a pure function of the batch (so
+    every replica prints the same): one of four transactional producers, or, for about
+    half of the one-record batches, the broker's COMMIT or (one in four) ABORT marker for
+    that producer's transaction."""
+    producer_id = 4000 + b.tag % 4
+    if b.last == b.base and (b.tag + b.base) % 2 == 0:
+        return Producer(producer_id, producer_epoch=b.tag % 2, control="ABORT" if crc % 4 == 0 else "COMMIT")
+    return Producer(producer_id, producer_epoch=b.tag % 2, base_sequence=b.base % (1 << 31))
+
+
 def partition_shape(topic_index: int, partition: int, faults: list[str]) -> str | None:
     """The shape of one partition (None: a plain log from offset 0)."""
     if faults:
@@ -397,7 +417,9 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
             fewer files for clusters of 10^4 partitions and more).
         shapes: give fault-free partitions the shapes of a real cluster
             (:func:`partition_shape`): tiered storage on the second of every three topics, a
-            log start inside the first segment on every fourth partition of the others.
+            log start inside the first segment on every fourth partition of the others; and
+            transactional producers, with COMMIT and ABORT markers, on the third of every
+            three topics (:func:`transactional_producer`).
         continuations: later snapshots of the same cluster, in order: each
             ``{"batches": N, "faults": SPEC}`` adds about N batches per partition and then
             its faults (:func:`continue_simulation` builds them from an earlier snapshot).
@@ -436,6 +458,8 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
             configs["unclean.leader.election.enable"] = "true"
         if shapes and is_tiered_topic(t):
             configs["remote.storage.enable"] = "true"
+        if shapes and is_transactional_topic(t):
+            writer.transactional_topics.add(name)
         writer.topic(name, partitions, rf, configs)
         for p in range(partitions):
             replicas = [(index + j) % brokers + 1 for j in range(rf)]

@@ -13,8 +13,21 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class Producer:
+    """Who wrote a batch: an idempotent or transactional producer (sequence numbers), or a
+    transaction marker (``control``: ``COMMIT`` or ``ABORT``, one record, written by the
+    broker for the producer)."""
+
+    producer_id: int
+    producer_epoch: int = 0
+    base_sequence: int = 0
+    transactional: bool = True
+    control: str | None = None
+
+
+@dataclass(frozen=True)
 class Batch:
-    """One record batch as a dump prints it (uncompressed, non-transactional, no producer id)."""
+    """One record batch as a dump prints it (uncompressed; ``producer`` None: no producer id)."""
 
     base_offset: int
     last_offset: int
@@ -23,6 +36,7 @@ class Batch:
     timestamp: int = 1_700_000_000_000
     valid: bool = True
     bytes_per_record: int = 10
+    producer: Producer | None = None
 
     @property
     def count(self) -> int:
@@ -31,7 +45,10 @@ class Batch:
 
     @property
     def size(self) -> int:
-        """Bytes on disk (a plausible value: 61 bytes of header plus a fixed size per record)."""
+        """Bytes on disk (a plausible value: 61 bytes of header plus a fixed size per record;
+        78 for a transaction marker, as in every real dump)."""
+        if self.producer is not None and self.producer.control is not None:
+            return 78
         return 61 + self.bytes_per_record * self.count
 
 
@@ -74,16 +91,24 @@ class DumpStyle:
         return f"{label}: {segment_base}"
 
     def batch_line(self, base: int, last: int, epoch: int, crc: int, position: int, timestamp: int,
-                   size: int, valid: bool) -> str:
+                   size: int, valid: bool, producer: Producer | None = None) -> str:
         era, count = self.era, last - base + 1
         codec = "none" if era in ("G", "H", "I") else "NONE"
         head = f"baseOffset: {base} lastOffset: {last} "
         if era != "D0":
             head += f"count: {count} "
-        head += ("baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 "
-                 f"partitionLeaderEpoch: {epoch} isTransactional: false")
+        if producer is None:
+            head += "baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 "
+            txn, control = "false", "false"
+        else:
+            first = -1 if producer.control else producer.base_sequence
+            final = -1 if producer.control else producer.base_sequence + count - 1
+            head += (f"baseSequence: {first} lastSequence: {final} producerId: {producer.producer_id} "
+                     f"producerEpoch: {producer.producer_epoch} ")
+            txn, control = str(producer.transactional).lower(), str(producer.control is not None).lower()
+        head += f"partitionLeaderEpoch: {epoch} isTransactional: {txn}"
         if era != "D0":
-            head += " isControl: false"
+            head += f" isControl: {control}"
         if era in ("H", "I"):
             head += " deleteHorizonMs: OptionalLong.empty"
         v = str(valid).lower()
@@ -94,16 +119,26 @@ class DumpStyle:
                 f"compresscodec: {codec} crc: {crc} isvalid: {v}")
 
     def record_line(self, offset: int, base: int, last: int, epoch: int, position: int, timestamp: int,
-                    size: int) -> str:
+                    size: int, producer: Producer | None = None) -> str:
         era = self.era
+        marker = producer is not None and producer.control is not None
+        # a marker's key is its control type (4 bytes), its value the marker (6 bytes)
+        key, value = (4, 6) if marker else (-1, 8)
+        seq = -1 if producer is None or marker else producer.base_sequence + offset - base
+        tail = f" endTxnMarker: {producer.control} coordinatorEpoch: 0" if marker else ""  # type: ignore[union-attr]
         if era == "E":
-            return f"| offset: {offset} CreateTime: {timestamp} keysize: -1 valuesize: 8 sequence: -1 headerKeys: []"
+            return (f"| offset: {offset} CreateTime: {timestamp} keysize: {key} valuesize: {value} sequence: {seq} "
+                    f"headerKeys: []{tail}")
         if era == "F":
-            return (f"| offset: {offset} isValid: true crc: null keySize: -1 valueSize: 8 CreateTime: {timestamp} "
-                    f"baseOffset: {base} lastOffset: {last} baseSequence: -1 lastSequence: -1 producerEpoch: -1 "
-                    f"partitionLeaderEpoch: {epoch} batchSize: {size} magic: 2 compressType: NONE "
-                    f"position: {position} sequence: -1 headerKeys: []")
-        return f"| offset: {offset} CreateTime: {timestamp} keySize: -1 valueSize: 8 sequence: -1 headerKeys: []"
+            first = -1 if producer is None or marker else producer.base_sequence
+            final = -1 if producer is None or marker else producer.base_sequence + last - base
+            pepoch = -1 if producer is None else producer.producer_epoch
+            return (f"| offset: {offset} isValid: true crc: null keySize: {key} valueSize: {value} "
+                    f"CreateTime: {timestamp} baseOffset: {base} lastOffset: {last} baseSequence: {first} "
+                    f"lastSequence: {final} producerEpoch: {pepoch} partitionLeaderEpoch: {epoch} batchSize: {size} "
+                    f"magic: 2 compressType: NONE position: {position} sequence: {seq} headerKeys: []{tail}")
+        return (f"| offset: {offset} CreateTime: {timestamp} keySize: {key} valueSize: {value} sequence: {seq} "
+                f"headerKeys: []{tail}")
 
 
 def dump_lines(log_dir: str, topic: str, partition: int, segment_base: int, batches: Iterable[Batch],
@@ -115,11 +150,11 @@ def dump_lines(log_dir: str, topic: str, partition: int, segment_base: int, batc
     position = 0
     for b in batches:
         yield style.batch_line(b.base_offset, b.last_offset, b.epoch, b.crc, position, b.timestamp, b.size,
-                               b.valid) + "\n"
+                               b.valid, b.producer) + "\n"
         if records:
             for o in range(b.base_offset, b.last_offset + 1):
                 yield style.record_line(o, b.base_offset, b.last_offset, b.epoch, position, b.timestamp,
-                                        b.size) + "\n"
+                                        b.size, b.producer) + "\n"
         position += b.size
     if invalid_bytes:
         yield f"Found {invalid_bytes} invalid bytes at the end of {segment_file_name(segment_base)}\n"
