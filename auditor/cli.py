@@ -106,8 +106,9 @@ def audit_command(**kwargs: Any) -> None:
 @click.option("--shapes/--no-shapes", default=True, show_default=True,
               help="Give the cluster real clusters' shapes: tiered storage (the second of every three "
                    "topics: old segments remote, not dumped), DeleteRecords (a log start inside the first "
-                   "segment, every fourth partition of the others) and transactional producers with "
-                   "COMMIT/ABORT markers (the third of every three topics).")
+                   "segment, every fourth partition of the others), transactional producers with "
+                   "COMMIT/ABORT markers (the third of every three topics) and a compacted "
+                   "__consumer_offsets topic.")
 @click.option("--continue-from", "previous", default=None, type=click.Path(file_okay=False, path_type=str),
               help="Write the next snapshot of the cluster simulated in this earlier snapshot: the same "
                    "history, then --steps more batches per partition and --faults (default: none). The "

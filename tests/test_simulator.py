@@ -220,11 +220,16 @@ def test_shapes_change_the_files_not_the_truth(tmp_path: Path) -> None:
     simulate(tmp_path / "plain", shapes=False, **kwargs)  # type: ignore[arg-type]
     assert shaped.shapes["tiered"] >= 1 and shaped.shapes["retention"] >= 1, shaped.shapes
 
-    def truth(name: str) -> dict:  # type: ignore[type-arg]
+    def truth(name: str, topic: str | None = None) -> dict:  # type: ignore[type-arg]
         doc = json.loads((tmp_path / name / "expected_findings.json").read_text())
-        return {k: doc[k] for k in ("findings", "replicas", "faults")}
+        return {k: [x for x in doc[k] if (x["topic"] == "__consumer_offsets") == (topic is not None)]
+                for k in ("findings", "replicas", "faults")}
 
     assert truth("shaped") == truth("plain")
+    # the consumer offsets topic the shapes add: nothing to find, no follower diverged
+    offsets = truth("shaped", "__consumer_offsets")
+    assert offsets["findings"] == [] and len(offsets["replicas"]) == 4
+    assert all(r["divergence_offset"] is None and r["truncation_offset"] is None for r in offsets["replicas"])
     root = tmp_path / "shaped"
     describe = (root / "topics-describe.txt").read_text()
     assert describe.count("remote.storage.enable=true") == 1  # topic 1 of 3
@@ -283,3 +288,31 @@ def test_transactional_topics_print_producers_and_markers(tmp_path: Path) -> Non
     # the other topics keep no producer
     other = next((tmp_path / "s").glob("broker=1/data/orders-0/*.log.txt")).read_text()
     assert "producerId: -1" in other and "isTransactional: true" not in other
+
+
+def test_consumer_offsets_are_compacted_by_each_replica_on_its_own(tmp_path: Path) -> None:
+    """``__consumer_offsets`` (always compacted): below its own HWM and before its active
+    segment, each replica's cleaner drops batches (gaps) and shortens others (a later base
+    offset, the same last offset, a new CRC); above the HWMs every replica holds the same."""
+    import re
+
+    simulate(tmp_path / "s", topics=1, partitions=1, batches=80, segment_batches=8, faults="none", seed=4)
+    assert "Topic: __consumer_offsets\t" in (tmp_path / "s" / "topics-describe.txt").read_text()
+    logs = {}
+    for b in (1, 2, 3):
+        batches = []
+        for dump in sorted((tmp_path / "s").glob(f"broker={b}/data/__consumer_offsets-0/*.log.txt")):
+            batches += [tuple(int(x) for x in m) for m in re.findall(
+                r"^baseOffset: (\d+) lastOffset: (\d+) .* crc: (\d+)", dump.read_text(), re.M)]
+        logs[b] = batches
+    plain = simulate(tmp_path / "p", topics=1, partitions=1, batches=80, segment_batches=8, faults="none", seed=4,
+                     shapes=False)
+    assert plain.shapes == {}
+    for b, batches in logs.items():
+        lasts = [last for _, last, _ in batches]
+        assert lasts == sorted(lasts) and len(set(lasts)) == len(lasts)  # still in order, no overlap
+        gaps = sum(1 for (_, l1, _), (b2, _, _) in zip(batches, batches[1:]) if b2 > l1 + 1)
+        assert gaps > 0, b
+    assert len({tuple(v) for v in logs.values()}) == 3  # each replica cleaned on its own
+    tails = [set(v[-5:]) for v in logs.values()]  # the active segment is never cleaned
+    assert tails[0] == tails[1] == tails[2]

@@ -8,6 +8,7 @@ to side files and assembled at the end.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -211,13 +212,14 @@ class _Writer:
             h.topic, PartitionMeta(h.partition, h.leader, tuple(h.assignment), tuple(h.isr))))
         committed = min(r.hwm for r in h.replicas.values())
         log_start = retained_log_start(h, committed, self.segment_batches) if shape == "retention" else None
-        if shape is not None and (shape == "tiered" or log_start is not None):
+        if shape is not None and (shape in ("tiered", "compacted") or log_start is not None):
             self.shapes_seen[shape] += 1
         for broker in h.assignment:
             r = h.replicas[broker]
             folder = self.root / f"broker={broker}" / "data" / f"{h.topic}-{h.partition}"
             folder.mkdir(parents=True, exist_ok=True)
-            self._dump(folder, h, broker, remote_below=committed if shape == "tiered" else None)
+            self._dump(folder, h, broker, remote_below=committed if shape == "tiered" else None,
+                       clean_below=r.hwm if shape == "compacted" else None)
             entries = checkpoint_entries(r)
             if shape == "tiered" or log_start is not None:
                 self.lso_parts[broker].write(f"{h.topic} {h.partition} {log_start or 0}\n")
@@ -252,13 +254,20 @@ class _Writer:
         if batch or not r.log.runs:
             yield (batch[0].base_offset if batch else r.log.leo), batch
 
-    def _dump(self, folder: Path, h: PartitionHistory, broker: int, remote_below: int | None = None) -> None:
+    def _dump(self, folder: Path, h: PartitionHistory, broker: int, remote_below: int | None = None,
+              clean_below: int | None = None) -> None:
         """Dump the replica's segments; with ``remote_below``, a leading run of segments that
         end below it (at least one segment always stays local) is left out, as tiered
-        storage moves them to remote storage and deletes them locally."""
+        storage moves them to remote storage and deletes them locally; with
+        ``clean_below`` (the replica's own HWM), the log cleaner has compacted the
+        segments before the active one below it (:func:`cleaned`)."""
         r = h.replicas[broker]
         newest = max(0, -(-r.log.batch_count // self.segment_batches) - 1)
         segments = list(enumerate(self._segments(h, broker)))
+        if clean_below is not None:
+            segments = [(i, (base, cleaned(batches, clean_below, f"{h.topic}/{h.partition}/{broker}")
+                             if i < len(segments) - 1 else batches))
+                        for i, (base, batches) in segments]
         if remote_below is not None:
             movable = 0
             while movable < len(segments) - 1 and segments[movable][1][1] \
@@ -325,6 +334,33 @@ class _Writer:
                 out.write(" ]" + (",\n" if key == "findings" else "\n"))
                 os.remove(part_name)
             out.write("}\n")
+
+
+def cleaned(batches: list[Batch], below: int, replica: str) -> list[Batch]:
+    """One replica's log cleaner over a segment: below ``below`` (its HWM), about a quarter
+    of the batches lose every record (dropped: a gap) and a quarter lose their first
+    records (a later base offset, the same last offset, a new CRC), as Kafka's cleaner
+    keeps each batch's last offset. Decided per replica and batch, so every replica cleans
+    on its own, and the same batch the same way in a later snapshot."""
+    out = []
+    for b in batches:
+        if b.last_offset >= below:
+            out.append(b)
+            continue
+        pick = zlib.crc32(f"{replica}/{b.base_offset}/clean".encode())
+        if pick % 4 == 0:
+            continue
+        if pick % 4 == 1 and b.count > 1:
+            base = b.base_offset + 1 + (pick >> 8) % (b.count - 1)
+            out.append(dataclasses.replace(b, base_offset=base, crc=(b.crc ^ pick) & 0xFFFFFFFF))
+        else:
+            out.append(b)
+    return out
+
+
+#: Always compacted (SPEC 4.5): the simulated cluster's consumer offsets topic.
+OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_PARTITIONS = 2
 
 
 def retained_log_start(h: PartitionHistory, committed: int, segment_batches: int) -> int | None:
@@ -419,7 +455,8 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
             (:func:`partition_shape`): tiered storage on the second of every three topics, a
             log start inside the first segment on every fourth partition of the others; and
             transactional producers, with COMMIT and ABORT markers, on the third of every
-            three topics (:func:`transactional_producer`).
+            three topics (:func:`transactional_producer`); and a compacted
+            ``__consumer_offsets`` topic (:func:`cleaned`).
         continuations: later snapshots of the same cluster, in order: each
             ``{"batches": N, "faults": SPEC}`` adds about N batches per partition and then
             its faults (:func:`continue_simulation` builds them from an earlier snapshot).
@@ -477,6 +514,20 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
             index += 1
             if progress:
                 progress(1)
+    if shapes:
+        # every cluster has its consumer offsets topic: compacted, each replica's cleaner on
+        # its own below its HWM (no faults there: the ground truth stays the plain one)
+        writer.topic(OFFSETS_TOPIC, OFFSETS_PARTITIONS, rf, {"cleanup.policy": "compact",
+                                                             "min.insync.replicas": str(min(min_isr, rf))})
+        for p in range(OFFSETS_PARTITIONS):
+            replicas = [(index + j) % brokers + 1 for j in range(rf)]
+            h = simulate_partition(OFFSETS_TOPIC, p, replicas, batches, [], seed, min_isr)
+            for step, (more, _) in enumerate(later):
+                continue_partition(h, step, more, [], seed)
+            writer.partition(h, "compacted")
+            summary.replicas += len(replicas)
+            summary.partitions += 1
+            index += 1
     writer.close(seed, applied)
     settings = {"brokers": brokers, "topics": topics, "partitions": partitions, "batches": batches,
                 "faults": faults, "seed": seed, "replication_factor": replication_factor, "min_isr": min_isr,
