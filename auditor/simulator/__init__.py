@@ -517,11 +517,14 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
     if shapes:
         # every cluster has its consumer offsets topic: compacted, each replica's cleaner on
         # its own below its HWM (no faults there: the ground truth stays the plain one)
-        writer.topic(OFFSETS_TOPIC, OFFSETS_PARTITIONS, rf, {"cleanup.policy": "compact",
+        # (with --topic-prefix it is prefixed too, so merged simulations stay apart; its
+        # cleanup.policy says it is compacted either way)
+        offsets_topic = topic_prefix + OFFSETS_TOPIC
+        writer.topic(offsets_topic, OFFSETS_PARTITIONS, rf, {"cleanup.policy": "compact",
                                                              "min.insync.replicas": str(min(min_isr, rf))})
         for p in range(OFFSETS_PARTITIONS):
             replicas = [(index + j) % brokers + 1 for j in range(rf)]
-            h = simulate_partition(OFFSETS_TOPIC, p, replicas, batches, [], seed, min_isr)
+            h = simulate_partition(offsets_topic, p, replicas, batches, [], seed, min_isr)
             for step, (more, _) in enumerate(later):
                 continue_partition(h, step, more, [], seed)
             writer.partition(h, "compacted")
