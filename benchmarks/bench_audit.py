@@ -2,7 +2,7 @@
 a plain single-threaded Python script, at several input sizes. One JSON line per size.
 
     .venv/bin/python benchmarks/bench_audit.py [--sizes 1M,3M,10M] [--workdir DIR]
-        [--layout per-segment|per-broker] [--no-healthy] [--fixed] [--keep]
+        [--layout per-segment|per-broker] [--no-healthy] [--fixed] [--mix] [--keep]
 
 Each size is a number of batch lines in an ``auditor simulate`` snapshot: 3 replicas per
 partition, 333 batches per replica, one partition in 20 diverged by an unclean election
@@ -26,6 +26,11 @@ after the other:
   resident set (``VmHWM``; in local mode the executors live in it);
 - ``healthy_audit_s`` (unless ``--no-healthy``): the audit of the same cluster simulated
   with no fault (same seed and sizes), and ``diverged_over_healthy``;
+- ``mix_audit_s`` (with ``--mix``): the audit of the same size simulated with real clusters'
+  shapes (``auditor simulate``'s default: tiered storage, DeleteRecords, transactional
+  producers, a compacted ``__consumer_offsets``; the plain snapshots use ``--no-shapes``,
+  which the plain Python script can follow), checked against its ``expected_findings.json``,
+  and ``mix_over_plain``;
 - ratios: ``audit_over_floor``, ``audit_over_python`` (below 1: the audit is faster).
 
 The Python script and the audit must agree on how many followers diverged.
@@ -217,7 +222,8 @@ def run_audit(work: Path, label: str, root: Path) -> tuple[float, dict[str, obje
 def fixed_costs(work: Path, auditor: str) -> dict[str, object]:
     """The fixed-cost line of ``--fixed`` (see the module's docstring)."""
     one, demo = work / "snap-one-partition", work / "snap-demo"
-    for root, args in ((one, ["--brokers", "3", "--topics", "1", "--partitions", "1", "--batches", "20"]),
+    for root, args in ((one, ["--brokers", "3", "--topics", "1", "--partitions", "1", "--batches", "20",
+                              "--no-shapes"]),
                        (demo, ["--brokers", "3", "--topics", "2", "--partitions", "4", "--faults",
                                 "unclean-election,lossy-shutdown,fast-failover,stopped-follower"])):
         if not (root / "topics-describe.txt").exists():
@@ -244,6 +250,9 @@ def main() -> None:
     parser.add_argument("--no-healthy", dest="healthy", action="store_false",
                         help="skip the audit of the same cluster simulated with no fault")
     parser.add_argument("--fixed", action="store_true", help="first measure the fixed costs (one partition, demo)")
+    parser.add_argument("--mix", action="store_true",
+                        help="also audit the same size simulated with real clusters' shapes (tiered storage, "
+                             "DeleteRecords, transactions, a compacted __consumer_offsets)")
     args = parser.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="auditor-bench-"))
     auditor = str(Path(PY).with_name("auditor"))
@@ -255,7 +264,7 @@ def main() -> None:
         if not (root / "topics-describe.txt").exists():
             shutil.rmtree(root, ignore_errors=True)
             subprocess.run([auditor, "simulate", str(root), "--seed", "3", "--dump-layout", args.layout,
-                            *sim_args], check=True, capture_output=True)
+                            "--no-shapes", *sim_args], check=True, capture_output=True)
         files = dump_files(root)
         listing = work / f"files-{label}.txt"
         listing.write_text("\n".join(files) + "\n")
@@ -282,13 +291,27 @@ def main() -> None:
             if not (healthy / "topics-describe.txt").exists():
                 shutil.rmtree(healthy, ignore_errors=True)
                 subprocess.run([auditor, "simulate", str(healthy), "--seed", "3", "--dump-layout", args.layout,
-                                *healthy_args(sim_args)], check=True, capture_output=True)
+                                "--no-shapes", *healthy_args(sim_args)], check=True, capture_output=True)
             healthy_s, hinfo = run_audit(work, label + "-healthy", healthy)
             assert hinfo["diverged"] == 0, hinfo
             row.update(healthy_audit_s=round(healthy_s, 2), healthy_audit_jobs=hinfo["jobs"],
                        diverged_over_healthy=round(audit_s / healthy_s, 2))
             if not args.keep:
                 shutil.rmtree(healthy, ignore_errors=True)
+        if args.mix:
+            mix = work / f"snap-{label}-mix"
+            if not (mix / "topics-describe.txt").exists():
+                shutil.rmtree(mix, ignore_errors=True)
+                subprocess.run([auditor, "simulate", str(mix), "--seed", "3", "--dump-layout", args.layout,
+                                *sim_args], check=True, capture_output=True)
+            mix_s, minfo = run_audit(work, label + "-mix", mix)
+            truth = json.loads((mix / "expected_findings.json").read_text())
+            want = sum(1 for r in truth["replicas"] if r["divergence_offset"] is not None)
+            assert minfo["diverged"] == want, ("audit and ground truth disagree on the mix", minfo["diverged"], want)
+            row.update(mix_audit_s=round(mix_s, 2), mix_audit_jobs=minfo["jobs"],
+                       mix_over_plain=round(mix_s / audit_s, 2))
+            if not args.keep:
+                shutil.rmtree(mix, ignore_errors=True)
         print(json.dumps(row), flush=True)
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)

@@ -95,7 +95,7 @@ def main() -> None:
     auditor = str(Path(PY).with_name("auditor"))
     tiny = work / "tiny"
     if not (tiny / "topics-describe.txt").exists():
-        subprocess.run([auditor, "simulate", str(tiny), "--topics", "1", "--partitions", "1", "--seed", "3"],
+        subprocess.run([auditor, "simulate", str(tiny), "--topics", "1", "--partitions", "1", "--seed", "3", "--no-shapes"],
                        check=True, capture_output=True)
     for size in args.sizes.split(","):
         label, sim_args = parse_size(size)
