@@ -71,7 +71,13 @@ def checked(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
         1: Replica([(0, 4, 1), (10, 14, 2), (20, 29, 3)], 30),
         2: Replica([(0, 4, 1), (20, 29, 3)], 30)})
     meta["compacted"] = [PartitionMeta(0, 1, (1, 2), (1, 2))]
-    write_describe(root, meta, configs={"compacted": {"cleanup.policy": "compact"}})
+    # compacted, HWM 20: a gap ending exactly at the HWM is the cleaner's; one above it is not
+    write_partition(root, "compacted-edge", 0, {
+        1: Replica([(0, 9, 1), (20, 24, 1), (30, 39, 1)], 20),
+        2: Replica([(0, 9, 1), (10, 19, 1), (20, 24, 1), (30, 39, 1)], 20)})
+    meta["compacted-edge"] = [PartitionMeta(0, 1, (1, 2), (1, 2))]
+    write_describe(root, meta, configs={"compacted": {"cleanup.policy": "compact"},
+                                        "compacted-edge": {"cleanup.policy": "compact"}})
     config = Config(severity={"FOLLOWER_LAG": "WARNING"},
                     allowlist=(AllowRule("ISR_INCOMPLETE", topic="isr", partition=0, replica=2),))
     return audit(load_snapshot(spark, str(root)), run_id="checks", config=config)
@@ -174,6 +180,15 @@ def test_compacted_topic_caches_must_agree_below_the_hwm(checked) -> None:  # ty
     }
     st = checked["replica_status"].filter((F.col("topic") == "compacted") & (F.col("replica") == 2)).first()
     assert (st.divergence_offset, st.truncation_offset, st.status) == (None, None, "in_sync")
+
+
+def test_a_compacted_gap_is_the_cleaners_only_wholly_below_the_hwm(checked) -> None:  # type: ignore[no-untyped-def]
+    """SPEC 4.5: OFFSET_GAP is INFO below the higher HWM. The gap [10, 20) ends at the HWM
+    (20): INFO; [25, 30) lies above it: WARNING, on both replicas."""
+    assert found(checked, "compacted-edge") == {
+        ("OFFSET_GAP", "INFO", 1, 10, 20, 1), ("OFFSET_GAP", "WARNING", 1, 25, 30, 1),
+        ("OFFSET_GAP", "WARNING", 2, 25, 30, 1),
+    }
 
 
 def test_metadata_leader_without_data(checked) -> None:  # type: ignore[no-untyped-def]

@@ -106,4 +106,4 @@ def test_the_mix_holds_tiered_and_retained_partitions(merged) -> None:  # type: 
     shapes = Counter()  # type: ignore[var-annotated]
     for summary in summaries.values():
         shapes.update(summary.shapes)
-    assert shapes["tiered"] >= 3 and shapes["retention"] >= 2 and shapes["compacted"] == 2 * len(CASES), shapes
+    assert shapes["tiered"] >= 3 and shapes["retention"] >= 1 and shapes["compacted"] == 2 * len(CASES), shapes
