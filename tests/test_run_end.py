@@ -26,6 +26,7 @@ from auditor.sinks import commit
 from auditor.sinks import delta as io
 from auditor.sinks.schemas import OUTPUT_TABLES
 from tests.scenarios import Replica, write_describe, write_partition
+from tests.test_commit import land_run
 
 pytestmark = pytest.mark.spark
 
@@ -116,11 +117,13 @@ def _cli(args: list[str]) -> subprocess.Popen:  # type: ignore[type-arg]
 
 
 def test_sigterm_while_parsing_exits_2_with_one_failed_row(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """The real CLI in its own process, sent SIGTERM by another (a scheduler's timeout)."""
+    """The real CLI in its own process, sent SIGTERM by another (a scheduler's timeout):
+    exit 2, one FAILED row, the earlier run's rows byte-identical."""
     snap = small_snapshot(tmp_path / "snap")
     out = tmp_path / "out"
-    out.mkdir()
-    proc = _cli(["audit", str(snap), "--out", str(out), "--run-id", "stopped", "--cluster", "c"])
+    land_run(str(out), "earlier", 3)  # an earlier run's rows (synthetic, cluster "c")
+    before = table_bytes(out)
+    proc = _cli(["audit", str(snap), "--out", str(out), "--run-id", "stopped", "--cluster", "other"])
     assert proc.stderr is not None
     lines = []
     for text in proc.stderr:
@@ -134,20 +137,24 @@ def test_sigterm_while_parsing_exits_2_with_one_failed_row(tmp_path) -> None:  #
     rest = proc.communicate(timeout=300)[1]
     assert proc.returncode == 2, rest
     assert "stopped by SIGTERM" in rest
-    assert sorted(p.name for p in out.iterdir() if p.name != commit.STATE_DIR) == ["runs"]
-    new = runs_rows(out)
-    assert [(r["run_id"], r["status"], r["cluster"]) for r in new] == [("stopped", "FAILED", "c")]
+    after = table_bytes(out)
+    assert {t: v for t, v in after.items() if t != "runs"} == {t: v for t, v in before.items() if t != "runs"}
+    assert set(before["runs"]) < set(after["runs"])
+    new = [r for r in runs_rows(out) if r["run_id"] == "stopped"]
+    assert [(r["status"], r["cluster"]) for r in new] == [("FAILED", "other")]
+    assert len(after["runs"]) == len(before["runs"]) + 1
     assert "stopped by SIGTERM" in new[0]["counts"] and new[0]["spark_version"]
 
 
 def test_sigterm_while_auditing_exits_2_with_one_failed_row(spark, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """SIGTERM to the CLI's own process in the middle of the engine (at its second stored
-    intermediate): exit 2, one FAILED row, nothing else written."""
+    intermediate): exit 2, one FAILED row, the earlier run's rows byte-identical."""
     import auditor.engine as engine
 
     snap = small_snapshot(tmp_path / "snap")
     out = tmp_path / "out"
-    out.mkdir()
+    land_run(str(out), "earlier", 3)  # an earlier run's rows (synthetic, cluster "c")
+    before = table_bytes(out)
     real, calls = engine.materialise, []
 
     def materialise(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -157,13 +164,16 @@ def test_sigterm_while_auditing_exits_2_with_one_failed_row(spark, tmp_path, mon
         return real(*args, **kwargs)
 
     monkeypatch.setattr(engine, "materialise", materialise)
-    before = signal.getsignal(signal.SIGTERM)
-    result = CliRunner().invoke(main, ["audit", str(snap), "--out", str(out), "--run-id", "mid", "--cluster", "c"])
-    assert signal.getsignal(signal.SIGTERM) == before  # the CLI puts the handler back
+    handler = signal.getsignal(signal.SIGTERM)
+    result = CliRunner().invoke(main, ["audit", str(snap), "--out", str(out), "--run-id", "mid",
+                                       "--cluster", "other"])
+    assert signal.getsignal(signal.SIGTERM) == handler  # the CLI puts the handler back
     assert result.exit_code == 2 and "stopped by SIGTERM" in result.output, result.output
     assert len(calls) == 2
-    assert sorted(p.name for p in out.iterdir() if p.name != commit.STATE_DIR) == ["runs"]
-    assert [(r["run_id"], r["status"]) for r in runs_rows(out)] == [("mid", "FAILED")]
+    after = table_bytes(out)
+    assert {t: v for t, v in after.items() if t != "runs"} == {t: v for t, v in before.items() if t != "runs"}
+    assert set(before["runs"]) < set(after["runs"]) and len(after["runs"]) == len(before["runs"]) + 1
+    assert [r["status"] for r in runs_rows(out) if r["run_id"] == "mid"] == ["FAILED"]
 
 
 def test_an_early_failure_leaves_exactly_one_failed_row(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
