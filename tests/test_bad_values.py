@@ -70,6 +70,7 @@ def test_every_kind_of_damage_at_once_is_quarantined_and_reported(spark, tmp_pat
         by_file.setdefault(file.split("/")[-1] if "describe" in file else file, []).append(error)
     describe_errors = by_file.pop("topics-describe.txt")
     assert len(describe_errors) == 1 and "listed again with other values" in describe_errors[0]
+    assert "than on line 2 of topics-describe.txt, which is used" in describe_errors[0]  # the first line
     dump_errors = sorted(e for f, es in by_file.items() if f.endswith(".log.txt") for e in es)
     assert dump_errors == [f"baseOffset {TOO_BIG} out of range (at most 2^63 - 1: a value Kafka never writes)",
                            "partitionLeaderEpoch below -1 (a value Kafka never writes)"]

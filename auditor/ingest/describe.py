@@ -101,10 +101,11 @@ def parse_describe(numbered: DataFrame, files: DataFrame) -> ParsedDescribe:
     first = Window.partitionBy("snapshot", "topic", "partition").orderBy("file", "line_number")
     ranked = parts.select(
         "*", F.row_number().over(first).alias("_n"),
-        *[F.first(c).over(first).alias(f"_{c}") for c in ("leader", "replicas", "isr", "elr", "last_known_elr")])
+        *[F.first(c).over(first).alias(f"_{c}")
+          for c in ("leader", "replicas", "isr", "elr", "last_known_elr", "file", "line_number")])
     later = ranked.filter(F.col("_n") > 1).select(
         "file_id", "line_number", "snapshot", "topic", "partition", same.alias("same"),
-        F.first("file").over(first).alias("first_file"), F.first("line_number").over(first).alias("first_line"))
+        F.col("_file").alias("first_file"), F.col("_line_number").alias("first_line"))
     conflicts = later.filter(~F.col("same")).groupBy("snapshot", "topic", "partition").agg(
         F.sort_array(F.collect_list("line_number")).alias("conflict_lines"))
     metadata = ranked.filter("_n = 1").join(conflicts, ["snapshot", "topic", "partition"], "left").select(
