@@ -354,9 +354,9 @@ def _record_if_not_yet(exc: BaseException, out: str, run_id: str | None, cfg: An
                        began: Any, snapshot: str) -> None:
     """The FAILED row of a run that stopped before it started (bad config, input or usage):
     only with a known run id, an OUT that is a writable folder, and never inside the input."""
-    from auditor.run import record_early_failure
+    from auditor.run import out_inside_input, record_early_failure
 
-    if run_id is None or failure_recorded(exc) or _inside(out, snapshot):
+    if run_id is None or failure_recorded(exc) or out_inside_input(snapshot, out):
         return
     if cfg is None:  # the config could not be read: record under the cluster the options name
         from auditor.config import Config
@@ -367,11 +367,6 @@ def _record_if_not_yet(exc: BaseException, out: str, run_id: str | None, cfg: An
             cfg = Config()
     if record_early_failure(out, run_id, cfg, began, snapshot, failure_text(exc)):
         mark_recorded(exc)
-
-
-def _inside(out: str, snapshot: str) -> bool:
-    source, target = os.path.realpath(snapshot), os.path.realpath(out)
-    return target == source or target.startswith(source.rstrip(os.sep) + os.sep)
 
 
 def _stop_on_sigterm() -> Any:

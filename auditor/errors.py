@@ -36,8 +36,6 @@ class Stopped(SystemExit):
     taken for an error of the audit; the CLI records the run as FAILED and exits 2.
     """
 
-    exit_code = 2
-
     def __init__(self, signame: str) -> None:
         super().__init__(2)
         self.signame = signame

@@ -258,11 +258,16 @@ def check_paths(snapshot_path: str, out: str, config: Config | None = None) -> N
         if "://" in out or out.startswith("file:"):
             raise UsageError(f"--incremental keeps its store under OUT on the local file system: --out {out} "
                              "must be a local or mounted path, without a scheme (a DBFS or NFS mount works)")
-    source = os.path.realpath(snapshot_path)
-    target = os.path.realpath(out)
-    if target == source or target.startswith(source.rstrip(os.sep) + os.sep):
+    if out_inside_input(snapshot_path, out):
         raise UsageError(f"--out {out} is inside the input folder {snapshot_path}: the next audit would read "
                          "its own tables; choose an OUT outside the snapshot")
+
+
+def out_inside_input(snapshot_path: str, out: str) -> bool:
+    """True when OUT is the input folder or inside it (never written to: the next audit
+    would read it as input)."""
+    source, target = os.path.realpath(snapshot_path), os.path.realpath(out)
+    return target == source or target.startswith(source.rstrip(os.sep) + os.sep)
 
 
 def stored_arrow(work_dir: str, name: str) -> pa.Table:

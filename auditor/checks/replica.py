@@ -153,7 +153,7 @@ def epoch_cache_mismatches(checkpoint: DataFrame, rebuilt: DataFrame, facts: Dat
     # (SPEC 2: the log is compared from its local log start offset, ``lso``; entries below it
     # describe remote or removed offsets)
     f = facts.select(*KEY, F.col("local_log_start_offset").alias("lso"), F.col("log_end_offset").alias("leo"),
-                     F.col("log_start_offset").alias("log_start_offset"))
+                     "log_start_offset")
     nxt = Window.partitionBy(*KEY).orderBy("epoch", "start_offset")
     cp = checkpoint.join(f, KEY).select(
         *KEY, "epoch", "start_offset", "file", "lso", "leo", "log_start_offset",
@@ -162,7 +162,6 @@ def epoch_cache_mismatches(checkpoint: DataFrame, rebuilt: DataFrame, facts: Dat
     log = rebuilt.select(*KEY, "epoch", F.col("start_offset").alias("log_start"))
     log_next = Window.partitionBy(*KEY).orderBy("epoch", "start_offset")
     log_first = rebuilt.groupBy(*KEY).agg(
-        F.min("start_offset").alias("first_log_start"),
         F.min_by("epoch", F.struct("start_offset", "epoch")).alias("first_log_epoch"))
     joined = cp.join(log, [*KEY, "epoch"], "left").join(log_first, KEY, "left").join(scope, PARTITION, "left")
     compacted_below = F.coalesce(F.col("compacted"), F.lit(False)) & F.col("hmax").isNotNull() & (

@@ -16,42 +16,6 @@ REPLICA = ["snapshot", "topic", "partition", "replica"]
 BATCH_ORDER = ("base_offset", "last_offset", "epoch", "crc", "file", "line_number")
 
 
-def replica_offsets(batches: DataFrame, segments: DataFrame, log_start: DataFrame) -> DataFrame:
-    """LEO, log start offset and counts per replica (SPEC section 2).
-
-    LEO = max(last offset of the last batch + 1, base offset of the newest segment dumped).
-    Log start = the ``log-start-offset-checkpoint`` entry, else the lowest segment base
-    offset dumped, else the lowest batch base offset (dumps without ``Dumping`` headers).
-
-    Returns:
-        ``snapshot, topic, partition, replica, log_end_offset, log_start_offset,
-        local_log_start_offset, batch_count, record_count``; only replicas with batches or
-        segments. The local log start offset is max(log start, lowest segment base dumped).
-    """
-    per_batch = batches.groupBy(*REPLICA).agg(
-        (F.max("last_offset") + 1).alias("_after_last"),
-        F.min("base_offset").alias("_min_base"),
-        F.count(F.lit(1)).alias("batch_count"),
-        F.sum("record_count").alias("record_count"),
-    )
-    per_segment = segments.groupBy(*REPLICA).agg(
-        F.max("segment_base_offset").alias("_max_seg"), F.min("segment_base_offset").alias("_min_seg"))
-    return (
-        per_batch.join(per_segment, REPLICA, "full")
-        .join(log_start, REPLICA, "left")
-        .select(
-            *REPLICA,
-            F.greatest(F.col("_after_last"), F.col("_max_seg")).alias("log_end_offset"),
-            F.coalesce(F.col("log_start_offset"), F.col("_min_seg"), F.col("_min_base")).alias("log_start_offset"),
-            F.greatest(F.coalesce(F.col("log_start_offset"), F.col("_min_seg"), F.col("_min_base")),
-                       F.coalesce(F.col("_min_seg"), F.col("_min_base"), F.col("log_start_offset")))
-            .alias("local_log_start_offset"),
-            F.coalesce(F.col("batch_count"), F.lit(0)).cast("bigint").alias("batch_count"),
-            F.coalesce(F.col("record_count"), F.lit(0)).cast("bigint").alias("record_count"),
-        )
-    )
-
-
 def log_lineage(batches: DataFrame) -> DataFrame:
     """Maximal runs of contiguous batches (no gap, no overlap) with one epoch, per replica.
 

@@ -206,8 +206,9 @@ class _Writer:
         segments are remote, not dumped, at a replica's own point; the log start stays 0 in
         ``log-start-offset-checkpoint``; the epoch checkpoint keeps the remote entries) or
         ``retention`` (DeleteRecords: a log start inside the first segment, the epoch
-        checkpoint truncated from the start as Kafka's ``truncateFromStart`` does). Shapes
-        are given only to partitions without faults: the ground truth is unchanged."""
+        checkpoint truncated from the start as Kafka's ``truncateFromStart`` does) or
+        ``compacted`` (each replica's cleaner, :func:`cleaned`). Shapes are given only to
+        partitions without faults: the ground truth is unchanged."""
         self.describe.write(describe_partition_line(
             h.topic, PartitionMeta(h.partition, h.leader, tuple(h.assignment), tuple(h.isr))))
         committed = min(r.hwm for r in h.replicas.values())
@@ -299,25 +300,23 @@ class _Writer:
             self.summary_files += 1
         return self.broker_dumps[broker]
 
+    def _finish_checkpoints(self, name: str, parts: dict[int, IO[str]], counts: Counter[int]) -> None:
+        """Each broker's offset checkpoint ``name``: its version and entry count, then the
+        entries streamed to its part file."""
+        for b, part in parts.items():
+            part.close()
+            final = self.root / f"broker={b}" / "data" / name
+            with open(final, "w", encoding="utf-8") as out, open(part.name, encoding="utf-8") as src:
+                out.write(f"0\n{counts[b]}\n")
+                shutil.copyfileobj(src, out)
+            os.remove(part.name)
+            self.summary_files += 1
+
     def close(self, seed: int, plan: list[dict[str, object]]) -> None:
         for dump in self.broker_dumps.values():
             dump.close()
-        for b, part in self.lso_parts.items():
-            part.close()
-            final = self.root / f"broker={b}" / "data" / "log-start-offset-checkpoint"
-            with open(final, "w", encoding="utf-8") as out, open(part.name, encoding="utf-8") as src:
-                out.write(f"0\n{self.lso_counts[b]}\n")
-                shutil.copyfileobj(src, out)
-            os.remove(part.name)
-            self.summary_files += 1
-        for b, part in self.hwm_parts.items():
-            part.close()
-            final = self.root / f"broker={b}" / "data" / "replication-offset-checkpoint"
-            with open(final, "w", encoding="utf-8") as out, open(part.name, encoding="utf-8") as src:
-                out.write(f"0\n{self.hwm_counts[b]}\n")
-                shutil.copyfileobj(src, out)
-            os.remove(part.name)
-            self.summary_files += 1
+        self._finish_checkpoints("log-start-offset-checkpoint", self.lso_parts, self.lso_counts)
+        self._finish_checkpoints("replication-offset-checkpoint", self.hwm_parts, self.hwm_counts)
         self.describe.close()
         self.findings.close()
         self.followers.close()
@@ -395,20 +394,21 @@ def truncate_from_start(entries: list[tuple[int, int]], log_start: int) -> list[
     return kept
 
 
-#: How often each shape of a real cluster appears (``shapes=True``, the default): the
-#: second of every TIERED_EVERY topics has tiered storage; every RETENTION_EVERY-th
-#: partition of the others has had DeleteRecords. Only partitions without faults get a shape.
-TIERED_EVERY = 3
+#: How often each shape of a real cluster appears (``shapes=True``, the default): of every
+#: TOPIC_CYCLE topics the second has tiered storage and the third transactional producers;
+#: every RETENTION_EVERY-th partition of the others has had DeleteRecords. Only partitions
+#: without faults are tiered or retained.
+TOPIC_CYCLE = 3
 RETENTION_EVERY = 4
 
 
 def is_tiered_topic(topic_index: int) -> bool:
-    return topic_index % TIERED_EVERY == 1
+    return topic_index % TOPIC_CYCLE == 1
 
 
 def is_transactional_topic(topic_index: int) -> bool:
     """The third of every three topics is written by transactional producers."""
-    return topic_index % TIERED_EVERY == 2
+    return topic_index % TOPIC_CYCLE == 2
 
 
 def transactional_producer(b: BatchRef, crc: int) -> Producer:

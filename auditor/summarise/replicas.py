@@ -73,13 +73,12 @@ def local_log_start(log_start: Column, lowest_dumped: Column) -> Column:
     """SPEC 2's local log start offset: max(log start offset, the lowest segment base offset
     dumped), the first offset the replica holds on its own disk. Below it a tiered replica's
     offsets live in remote segments no dump shows (KIP-405): never "not held"."""
-    return F.greatest(F.coalesce(log_start, lowest_dumped), F.coalesce(lowest_dumped, log_start))
+    return F.greatest(log_start, lowest_dumped)  # (greatest skips nulls)
 
 
 def offsets(replicas: DataFrame, segments: DataFrame, log_start: DataFrame) -> DataFrame:
     """LEO, log start offset, local log start offset and counts per replica with batches or
-    segments (SPEC 2), as
-    :func:`auditor.semantics.lineage.replica_offsets` computes them from batches.
+    segments (SPEC 2).
 
     ``batch_count`` and ``record_count`` count repeated batches of an irregular replica
     more than once: the drill-down replaces them (:func:`with_drilled_counts`).
