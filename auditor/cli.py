@@ -11,6 +11,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -54,6 +55,13 @@ def _audit_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="Parse only dump files that changed since earlier incremental runs of the "
                           "cluster into OUT, reading the rest from OUT's store [default: --full, or "
                           "[run] incremental in the config]."),
+        click.option("--work-dir", default=None, type=click.Path(file_okay=False, path_type=str),
+                     help="Folder for the run's intermediates, which executors write and read: on a "
+                          "cluster, one every node sees [default: the system's temporary folder in "
+                          "local mode, OUT/_auditor/work otherwise, or [run] work_dir]."),
+        click.option("--event-log", default=None, type=click.Path(file_okay=False, path_type=str),
+                     help="Keep Spark's event log in this folder (created if missing), for Spark's "
+                          "history server."),
         click.option("--report", type=click.Path(dir_okay=False, path_type=str), default=None,
                      help="Also write an HTML summary of the run to this file."),
         click.option("--verbose", "-v", is_flag=True, help="Show tracebacks and Spark's own log lines."),
@@ -270,6 +278,7 @@ def run_from_options(
     snapshot: str, out: str, fmt: str | None, cluster: str | None, snapshot_label: str | None,
     run_id: str | None, protocol: str | None, fail_on: str | None, conf_file: str | None,
     master: str | None, report: str | None, verbose: bool, incremental: bool | None = None,
+    work_dir: str | None = None, event_log: str | None = None,
 ) -> int:
     """Run one audit from parsed options and return the exit status (0, 1 or 2).
 
@@ -301,7 +310,10 @@ def run_from_options(
 
         known_id = validate_run_id(run_id) if run_id is not None else str(uuid.uuid4())
         cfg = load_config(conf_file).with_overrides(
-            format=fmt, cluster=cluster, protocol=protocol, fail_on=fail_on, master=master, incremental=incremental)
+            format=fmt, cluster=cluster, protocol=protocol, fail_on=fail_on, master=master, incremental=incremental,
+            work_dir=work_dir)
+        if event_log is not None:
+            cfg = cfg.with_overrides(spark_conf={**cfg.spark_conf, **event_log_conf(event_log)})
         if not os.path.isdir(snapshot):
             raise InputError(f"input {snapshot} does not exist or is not a directory")
         from auditor.run import check_paths
@@ -369,6 +381,16 @@ def _record_if_not_yet(exc: BaseException, out: str, run_id: str | None, cfg: An
         mark_recorded(exc)
 
 
+def event_log_conf(folder: str) -> dict[str, str]:
+    """Spark's settings that keep the event log in ``folder`` (created; a file ``folder``
+    is a usage error)."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--event-log {folder}: cannot create the folder: {exc}") from exc
+    return {"spark.eventLog.enabled": "true", "spark.eventLog.dir": Path(os.path.abspath(folder)).as_uri()}
+
+
 def _stop_on_sigterm() -> Any:
     """Make SIGTERM raise :class:`Stopped` (once: a second SIGTERM while the run unwinds is
     ignored); returns the previous handler (None when not on the main thread)."""
@@ -380,6 +402,10 @@ def _stop_on_sigterm() -> Any:
 
 def _raise_stopped(signum: int, frame: Any) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    from auditor.spark import drop_pending_jvm_call
+
+    with contextlib.suppress(Exception):
+        drop_pending_jvm_call()  # the exception may leave a JVM call halfway
     raise Stopped(signal.Signals(signum).name)
 
 

@@ -50,6 +50,7 @@ class Config:
     compacted_topics: tuple[str, ...] = ()
     incremental: bool = False  # [run] incremental: reuse what earlier runs parsed (--format kafka)
     store_keep_runs: int = 24  # [run] store_keep_runs: the store forgets files the cluster's last N runs did not use
+    work_dir: str | None = None  # [run] work_dir: where a run stores its intermediates (auditor.run.work_root)
 
     @property
     def effective_protocol(self) -> str:
@@ -102,7 +103,7 @@ _SECTIONS: dict[str, set[str]] = {
     "severity": set(),  # keys are check names, validated separately
     "allowlist": set(),
     "compaction": {"topics"},
-    "run": {"incremental", "store_keep_runs"},
+    "run": {"incremental", "store_keep_runs", "work_dir"},
 }
 
 
@@ -158,6 +159,7 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> Config:
         compacted_topics=tuple(_str_list(compaction, "topics", source)),
         incremental=_bool(run, "incremental", False, source),
         store_keep_runs=_int(run, "store_keep_runs", 24, source),
+        work_dir=_opt_str(run, "work_dir", source),
     )
     cfg.validate()
     return cfg

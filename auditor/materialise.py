@@ -41,8 +41,10 @@ def keep_work_dirs() -> bool:
 
 
 def new_work_dir(parent: str | None = None) -> str:
-    """A fresh directory for one audit's cut points, removed when the process exits
-    (kept when ``AUDITOR_KEEP_WORK_DIR=1``, to inspect every stored intermediate)."""
+    """A fresh directory for one audit's cut points under ``parent`` (None: the system's
+    temporary folder), removed when the process exits (kept when ``AUDITOR_KEEP_WORK_DIR=1``, to inspect every stored intermediate)."""
+    if parent is not None:
+        os.makedirs(parent, exist_ok=True)
     path = tempfile.mkdtemp(prefix="auditor-work-", dir=parent)
     if keep_work_dirs():
         logger.warning("keeping the work dir %s (%s is set)", path, KEEP_ENV)

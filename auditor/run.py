@@ -49,7 +49,14 @@ from auditor.materialise import (
 from auditor.sinks import commit, schemas
 from auditor.sinks import delta as io
 from auditor.sinks.runview import findings_by_check
-from auditor.spark import SMALL_TABLE_CONF, replica_sized, session_conf
+from auditor.spark import (
+    SMALL_TABLE_CONF,
+    fit_shuffle_partitions,
+    is_local_master,
+    replica_sized,
+    scratch_root,
+    session_conf,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -103,9 +110,11 @@ def run_audit(
         run_id=run_id, cluster=config.cluster, started_at=started, input=snapshot_path, format=config.format,
         protocol=config.effective_protocol, writer=writer.name, tool_version=__version__,
         spark_version=spark.version)
-    work_dir = new_work_dir()
+    root = work_root(spark, out, config)
+    work_dir = new_work_dir(root)
+    fit_shuffle_partitions(spark)
     try:
-        with recorded_end(writer, out, identity):
+        with recorded_end(writer, out, identity), scratch_root(root):
             computed = compute_run(spark, snapshot_path, out, config, identity, work_dir,
                                    snapshot_label=snapshot_label, progress=progress)
             by_check, failing = land_run(computed, out, config, writer, progress=progress)
@@ -261,6 +270,22 @@ def check_paths(snapshot_path: str, out: str, config: Config | None = None) -> N
     if out_inside_input(snapshot_path, out):
         raise UsageError(f"--out {out} is inside the input folder {snapshot_path}: the next audit would read "
                          "its own tables; choose an OUT outside the snapshot")
+    if config is not None and config.work_dir is not None and out_inside_input(snapshot_path, config.work_dir):
+        raise UsageError(f"--work-dir {config.work_dir} is inside the input folder {snapshot_path}: "
+                         "choose a folder outside the snapshot")
+
+
+def work_root(spark: SparkSession, out: str, config: Config) -> str | None:
+    """Where a run keeps its intermediates (cut points, drill-downs, large driver-side
+    tables), which the executors write and read: ``[run] work_dir`` (``--work-dir``) when
+    set; else, in local mode, the system's temporary folder (None); else
+    ``OUT/_auditor/work``: on a cluster the driver's temporary folder exists on the
+    driver's machine only, and OUT is a folder the cluster's nodes share."""
+    if config.work_dir is not None:
+        return os.path.abspath(config.work_dir)
+    if is_local_master(spark):
+        return None
+    return os.path.join(os.path.abspath(out), commit.STATE_DIR, "work")
 
 
 def out_inside_input(snapshot_path: str, out: str) -> bool:

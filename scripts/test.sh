@@ -17,8 +17,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}"
 fi
 bash scripts/setup.sh
+# Two pytest processes (pytest-xdist), each with its own Spark session: most of a test's
+# time is one driver thread planning queries, so two of them keep both cores busy. A test
+# file runs whole in one process (its module fixtures are built once).
+# AUDITOR_TEST_WORKERS=0 runs everything in this process.
 set +e
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest -n "${AUDITOR_TEST_WORKERS:-2}" --dist loadfile "$@"
 status=$?
 set -e
 if [ "$status" = "5" ]; then

@@ -20,7 +20,7 @@ def test_help_does_not_import_spark() -> None:
     result = CliRunner().invoke(main, ["audit", "--help"])
     assert result.exit_code == 0
     for option in ("--out", "--format", "--cluster", "--snapshot", "--run-id", "--protocol",
-                   "--fail-on", "--conf", "--master", "--report"):
+                   "--fail-on", "--conf", "--master", "--report", "--work-dir", "--event-log"):
         assert option in result.output
 
 
@@ -122,3 +122,13 @@ def test_an_incremental_run_that_cannot_be_exits_2(tmp_path: Path, args: list[st
     (line,) = result.output.strip().splitlines()
     assert line.startswith("auditor: error:") and named in line
     assert not (tmp_path / "o").exists()
+
+
+def test_an_event_log_folder_that_cannot_be_made_exits_2(tmp_path: Path) -> None:
+    snap = tmp_path / "snap"
+    write(snap / "topics-describe.txt", "")
+    write(tmp_path / "file", "not a folder")
+    result = CliRunner().invoke(main, ["audit", str(snap), "--out", str(tmp_path / "o"),
+                                       "--event-log", str(tmp_path / "file" / "events")])
+    assert result.exit_code == 2
+    assert "--event-log" in result.output and "cannot create the folder" in result.output

@@ -26,13 +26,13 @@ def test_full_config_round_trip() -> None:
         "severity": {"OFFSET_GAP": "INFO"},
         "allowlist": [{"check": "FOLLOWER_LAG", "topic": "orders", "partition": 0, "replica": 3}],
         "compaction": {"topics": ["audit-log"]},
-        "run": {"incremental": True, "store_keep_runs": 48},
+        "run": {"incremental": True, "store_keep_runs": 48, "work_dir": "/shared/work"},
     })
     assert cfg.effective_protocol == "raft"
     assert cfg.severity == {"OFFSET_GAP": "INFO"}
     assert cfg.allowlist == (AllowRule("FOLLOWER_LAG", "orders", 0, 3),)
     assert cfg.compacted_topics == ("audit-log",)
-    assert cfg.incremental and cfg.store_keep_runs == 48
+    assert cfg.incremental and cfg.store_keep_runs == 48 and cfg.work_dir == "/shared/work"
 
 
 @pytest.mark.parametrize("data, message", [
@@ -76,3 +76,25 @@ def test_run_ids_are_safe_for_predicates() -> None:
     for bad in ("x' OR '1'='1", "", "a b"):
         with pytest.raises(UsageError):
             validate_run_id(bad)
+
+
+def test_where_a_run_keeps_its_intermediates(tmp_path: Path) -> None:
+    """Local mode: the system's temporary folder; a cluster: OUT/_auditor/work (executors
+    write there, so never the driver's own /tmp); [run] work_dir / --work-dir first."""
+    from types import SimpleNamespace
+
+    from auditor.run import check_paths, work_root
+
+    def session(master: str) -> object:
+        return SimpleNamespace(sparkContext=SimpleNamespace(master=master))
+
+    out = str(tmp_path / "out")
+    assert work_root(session("local[2]"), out, Config()) is None  # type: ignore[arg-type]
+    assert work_root(session("spark://10.0.0.1:7077"), out, Config()) == str(tmp_path / "out" / "_auditor" / "work")  # type: ignore[arg-type]
+    assert work_root(session("yarn"), "rel/out", Config()) == str(Path("rel/out").resolve() / "_auditor" / "work")  # type: ignore[arg-type]
+    chosen = Config(work_dir=str(tmp_path / "shared"))
+    assert work_root(session("local[2]"), out, chosen) == str(tmp_path / "shared")  # type: ignore[arg-type]
+    assert work_root(session("yarn"), out, chosen) == str(tmp_path / "shared")  # type: ignore[arg-type]
+    (tmp_path / "snap").mkdir()
+    with pytest.raises(UsageError, match="--work-dir .* is inside the input"):
+        check_paths(str(tmp_path / "snap"), out, Config(work_dir=str(tmp_path / "snap" / "w")))

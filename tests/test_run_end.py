@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,6 +18,7 @@ from click.testing import CliRunner
 from deltalake import DeltaTable
 
 from auditor import __version__, run as run_module
+from auditor import cli
 from auditor.cli import main
 from auditor.config import Config
 from auditor.errors import Stopped, failure_recorded
@@ -220,3 +222,27 @@ def test_sigint_is_recorded_like_sigterm(spark, tmp_path, monkeypatch) -> None: 
     rows = runs_rows(out)
     assert [(r["run_id"], r["status"]) for r in rows] == [("ctrl-c", "FAILED")] and "SIGINT" in rows[0]["counts"]
     assert rows[0]["spark_version"]  # recorded by the run itself, not by the CLI's early handler
+
+
+@pytest.mark.spark
+def test_sigterm_during_a_jvm_call_leaves_the_next_call_its_own_answer(spark) -> None:  # type: ignore[no-untyped-def]
+    """SIGTERM's Stopped can interrupt a JVM call halfway (found as a flaky run that failed
+    with "'m'" instead of "stopped by SIGTERM"): py4j keeps one connection per thread, so
+    without :func:`auditor.spark.drop_pending_jvm_call` the next call read the abandoned
+    call's answer."""
+    jvm = spark.sparkContext._jvm
+    previous = signal.signal(signal.SIGTERM, cli._raise_stopped)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
+    answers = []
+    try:
+        timer.start()
+        try:
+            jvm.java.lang.Thread.sleep(3000)  # the JVM answers this call 2.5 s after Stopped
+        finally:  # as the run's own finally clauses do, while Stopped unwinds
+            answers.append(jvm.java.lang.Math.abs(-5))
+    except Stopped:
+        answers.append(spark.range(3).count())
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGTERM, previous)
+    assert answers == [5, 3]
