@@ -1,7 +1,8 @@
 """The cluster path: one simulated snapshot with faults, audited three ways, gives the same
 tables row for row (run columns aside):
 
-- ``auditor audit --master local[2]`` (driver and executors in one JVM),
+- ``auditor audit --master local[2]`` (driver and executors in one JVM; the CLI run in the
+  test's process, on the suite's session),
 - ``auditor audit --master spark://...`` against a real standalone cluster on loopback
   (``scripts/local-cluster.sh``: a master and two workers, each its own JVM, so shuffles
   and stored intermediates cross processes),
@@ -25,8 +26,10 @@ from pathlib import Path
 
 import pyspark
 import pytest
+from click.testing import CliRunner
 from deltalake import DeltaTable
 
+from auditor.cli import main
 from auditor.simulator import simulate
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -76,7 +79,7 @@ def plan_paths(event_log_dir: Path) -> list[str]:
     return paths
 
 
-def test_local_cluster_and_spark_submit_give_the_same_tables(tmp_path: Path, cluster: str) -> None:
+def test_local_cluster_and_spark_submit_give_the_same_tables(tmp_path: Path, cluster: str, spark: object) -> None:
     snap = tmp_path / "snap"
     simulate(snap, topics=2, partitions=3, batches=40, faults="all", seed=3)
     auditor = str(Path(sys.executable).with_name("auditor"))
@@ -85,8 +88,11 @@ def test_local_cluster_and_spark_submit_give_the_same_tables(tmp_path: Path, clu
     conf = tmp_path / "auditor.toml"
     conf.write_text('[spark]\nconf = { "spark.eventLog.compress" = "false" }\n', encoding="utf-8")
     common = [str(snap), "--cluster", "three-ways", "--snapshot", LABEL, "--fail-on", "never", "--conf", str(conf)]
+    # local[2]: the CLI in this process, on the suite's session (local[2], 2 shuffle
+    # partitions where the cluster runs have 4: results must not depend on it).
+    in_process = CliRunner().invoke(main, ["audit", *common, "--master", "local[2]", "--out", str(tmp_path / "local-out")])
+    assert in_process.exit_code == 0, in_process.output
     runs = {
-        "local": [auditor, "audit", *common, "--master", "local[2]"],
         "cluster": [auditor, "audit", *common, "--master", cluster],
         "submit": [submit, "--master", cluster, "--conf", "spark.ui.enabled=false",
                    str(ROOT / "jobs" / "audit.py"), *common],
@@ -95,19 +101,16 @@ def test_local_cluster_and_spark_submit_give_the_same_tables(tmp_path: Path, clu
         driver_tmp = tmp_path / f"{name}-driver-tmp"
         driver_tmp.mkdir()
         events = tmp_path / f"{name}-events"
-        extra = ["--out", str(tmp_path / f"{name}-out")]
-        if name != "local":
-            extra += ["--event-log", str(events)]
+        extra = ["--out", str(tmp_path / f"{name}-out"), "--event-log", str(events)]
         env = {**os.environ, "TMPDIR": str(driver_tmp), "PYSPARK_PYTHON": sys.executable,
                "PYSPARK_DRIVER_PYTHON": sys.executable}
         proc = subprocess.run([*command, *extra], capture_output=True, text=True, env=env, timeout=900)
         assert proc.returncode == 0, f"{name}: {proc.stderr[-4000:]}"
         assert "run " in proc.stdout and "CRITICAL" in proc.stdout, proc.stdout
-        if name != "local":
-            paths = plan_paths(events)
-            assert any(p.startswith(str(snap)) for p in paths), "the event log's plans name the input"
-            inside = [p for p in paths if p.startswith(str(driver_tmp))]
-            assert not inside, f"{name}: executors were given driver-only paths: {inside[:3]}"
+        paths = plan_paths(events)
+        assert any(p.startswith(str(snap)) for p in paths), "the event log's plans name the input"
+        inside = [p for p in paths if p.startswith(str(driver_tmp))]
+        assert not inside, f"{name}: executors were given driver-only paths: {inside[:3]}"
 
     local = {t: table_rows(tmp_path / "local-out", t) for t in TABLES}
     assert len(local["findings"]) > 10 and len(local["replica_status"]) == 24
