@@ -99,7 +99,8 @@ def build_session(
         master = "local[*]"
         builder = builder.master(master)
     settings = dict(BASE_CONF)
-    if _runs_locally(master):
+    local = _runs_locally(master)
+    if local:
         # Few, larger shuffle partitions suit one machine (unless spark-submit was given a
         # number); clusters: :func:`fit_shuffle_partitions`.
         settings["spark.sql.shuffle.partitions"] = (
@@ -135,7 +136,7 @@ def build_session(
         # executor options.)
         settings["spark.driver.extraJavaOptions"] = " ".join(java_options)
     settings.update(conf or {})
-    if not _runs_locally(master):
+    if not local:
         # Executors in their own JVMs take only the cluster's and these options: without
         # this flag they run the scan's wide generated methods interpreted (measured on the
         # loopback cluster, 1M lines: the scan job 142 s). Added to what the user set.
@@ -275,9 +276,10 @@ def drop_pending_jvm_call() -> None:
     work) would read the abandoned call's answer instead of its own. Harmless when no
     call is under way.
     """
-    from pyspark import SparkContext
-
-    gateway = SparkContext._gateway
+    pyspark = sys.modules.get("pyspark")  # not imported yet: no JVM, no call under way
+    if pyspark is None:
+        return
+    gateway = pyspark.SparkContext._gateway
     client = getattr(gateway, "_gateway_client", None) if gateway is not None else None
     current = getattr(client, "get_thread_connection", None)
     connection = current() if current is not None else None
