@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from auditor.checks import replica as replica_checks
+from auditor.checks.kraft import kraft_findings
 from auditor.checks import status
 from auditor.checks.overtime import (
     History,
@@ -40,9 +41,11 @@ from auditor.compare.windows import (
 )
 from auditor.config import Config
 from auditor.errors import UsageError
+from auditor.ingest.kraft import is_kraft
 from auditor.ingest.model import Snapshot
 from auditor.materialise import materialise, new_work_dir
 from auditor.semantics import lineage
+from auditor.semantics.kraft import committed_bound, kraft_inputs, named_leaders, own_snapshot_bound
 from auditor.semantics.leader import choose_leaders
 from auditor.sinks import schemas
 from auditor.spark import one_partition, union_all
@@ -118,7 +121,8 @@ def apply_policy(found: DataFrame, config: Config) -> DataFrame:
 
 #: SPEC 5's checks with one finding per occurrence: two of them in one replica and snapshot
 #: can share offset_start, so their identity also covers epoch, offset_end and the segment.
-PER_OCCURRENCE = ("OFFSET_GAP", "OFFSET_OVERLAP", "EPOCH_REGRESSION", "CORRUPT_BATCH", "EPOCH_CACHE_MISMATCH")
+PER_OCCURRENCE = ("OFFSET_GAP", "OFFSET_OVERLAP", "EPOCH_REGRESSION", "CORRUPT_BATCH", "EPOCH_CACHE_MISMATCH",
+                  "KRAFT_EPOCH_START", "KRAFT_SNAPSHOT_INVALID")
 
 
 def finding_id(cluster: str) -> Column:
@@ -208,7 +212,10 @@ def audit(
     windows, epochs = rolled["windows"], rolled["epochs"]
     reps = _cut(replicas=replica_summaries(summaries, epochs))["replicas"]
     offsets = replica_offsets(reps, snapshot.segments, snapshot.log_start)
-    irregular = reps.filter(~F.col("regular")).select(*KEY)
+    # KRaft's metadata log (SPEC 4.7) is small and audited with its own rules: read whole.
+    kraft = snapshot.kraft
+    in_kraft = is_kraft() if kraft is not None else F.lit(False)
+    irregular = reps.filter(~F.col("regular") | in_kraft).select(*KEY)
     # An irregular replica (a gap, an overlap, a repeated batch, an epoch regression, a corrupt
     # batch) is read whole. One without a usable checkpoint first: its cache is rebuilt from
     # its log, and leaders and truncation need it.
@@ -217,21 +224,37 @@ def audit(
     first = drill(snapshot.source, summaries, cacheless, none, work_dir, f"{label}-drill-1")
     rebuilt_early = union_all([regular_rebuilt_cache(epochs, reps), lineage.rebuilt_cache(first)])
     cache = _cut(cache=lineage.effective_cache(snapshot.epoch_cache, rebuilt_early, snapshot.replicas, offsets))["cache"]
+    # no file holds the metadata log's HWM: an entry naming it is not used (SPEC 4.7)
     base_facts = status.replica_facts(
-        snapshot.replicas, offsets, snapshot.hwm, lineage.latest_epochs(cache), snapshot.metadata)
-    leaders = _cut(leaders=choose_leaders(base_facts))["leaders"]
-    facts = _cut(facts=base_facts.join(leaders, PARTITION, "left").join(
+        snapshot.replicas, offsets, snapshot.hwm.filter(~in_kraft), lineage.latest_epochs(cache), snapshot.metadata)
+    named, committed = None, None
+    if kraft is not None:
+        kraft_parts = base_facts.filter(in_kraft).select(*PARTITION).distinct()
+        named = named_leaders(kraft_parts, kraft.quorum_state, kraft.status)
+        committed = committed_bound(kraft_parts, kraft.snapshots, kraft.status)
+    leaders = _cut(leaders=choose_leaders(base_facts, named))["leaders"]
+    with_roles = base_facts.join(leaders, PARTITION, "left").join(
         reps.select(*KEY, "epochless"), KEY, "left").select(
         "*",
         F.when(F.col("leader").isNull(), F.lit(None))
         .when(F.col("replica") == F.col("leader"), F.lit("leader")).otherwise(F.lit("follower")).alias("role"),
-    ).withColumn("epochless", F.coalesce(F.col("epochless"), F.lit(False))))["facts"]
+    ).withColumn("epochless", F.coalesce(F.col("epochless"), F.lit(False)))
+    if kraft is not None and committed is not None:
+        # the checks' HWMs of the metadata log: HWM(L) = C, HWM(F) = the end of F's own
+        # latest snapshot (replica_status shows none: no file holds it)
+        with_roles = with_roles.join(committed, PARTITION, "left").join(
+            own_snapshot_bound(kraft.snapshots), KEY, "left").select(
+            *[c for c in with_roles.columns if c != "high_watermark"],
+            F.when(~in_kraft, F.col("high_watermark")).when(F.col("role") == "leader", F.col("committed"))
+            .otherwise(F.col("own_hwm")).alias("high_watermark"), in_kraft.alias("kraft"))
+    facts = _cut(facts=with_roles)["facts"]
     scope = _cut(scope=compaction_scope(facts, snapshot.topics, config.compacted_topics))["scope"]
 
     current = current_observations(facts, leaders, scope)
     compared = _cut(previous=previous_observations(current, snapshot.snapshots, history),
                     pairs=build_pairs(facts, cache, scope))
     pairs = compared["pairs"]
+    main_pairs = pairs.filter(~in_kraft) if kraft is not None else pairs
     # Leader against follower on the window summaries; the batches of the windows where they
     # differ, of the windows truncation looks into, and of irregular replicas, read exactly.
     evaluable = pairs.filter(~F.col("epochless")) if chosen in EPOCH_PROTOCOLS else pairs
@@ -255,9 +278,17 @@ def audit(
                                        F.sum("record_count").cast("bigint").alias("record_count")),
         seg_ends=segment_ends(summaries, snapshot.sections))
     rebuilt, log_lineage = per_log["rebuilt"], per_log["log_lineage"]
-    verdicts = _cut(verdicts=follower_verdicts(
-        pairs, drilled, chosen, snapshot_starts=snapshot.format == "etcd", differing=differing, answers=answers,
-        windows=windows, read_windows=read_windows))["verdicts"]
+    judged = {"verdicts": follower_verdicts(
+        main_pairs, drilled, chosen, snapshot_starts=snapshot.format == "etcd", differing=differing, answers=answers,
+        windows=windows, read_windows=read_windows)}
+    if kraft is not None:
+        kraft_pairs = pairs.filter(in_kraft)
+        judged["kraft_verdicts"] = follower_verdicts(
+            kraft_pairs, drilled, "kraft", differing=differing, answers=answers, windows=windows,
+            read_windows=read_windows, kraft=kraft_inputs(kraft_pairs, kraft.snapshots, whole.filter(in_kraft)))
+    cut_verdicts = _cut(**judged)
+    verdicts = cut_verdicts["verdicts"]
+    kraft_verdicts = cut_verdicts.get("kraft_verdicts")
     over_time = over_time_findings(current, compared["previous"], facts, log_lineage, history)
     usable_checkpoint = snapshot.epoch_cache.join(
         snapshot.replicas.filter(F.col("epoch_file_usable")).select(*KEY), KEY)
@@ -269,25 +300,28 @@ def audit(
             usable_checkpoint.join(facts.filter(~F.col("epochless")).select(*KEY), KEY), rebuilt, facts, scope),
         replica_checks.missing_inputs(facts, snapshot.format != "kafka"),
         pair_findings(verdicts, chosen),
+        *([pair_findings(kraft_verdicts, "kraft"), kraft_findings(kraft, facts.filter(in_kraft))]
+          if kraft_verdicts is not None else []),
         replica_checks.compacted_cache_disagreements(pairs, cache),
         isr_incomplete(facts, drilled, scope, differing, answers),
         partition_findings(leaders, facts),
         metadata_conflicts(snapshot.metadata),
-        over_time.findings,
+        over_time.findings.filter(~in_kraft),  # SPEC 4.7: not for the metadata log
         *([replica_checks.unreadable_wal(snapshot.wal_problems)] if snapshot.wal_problems is not None else []),
     ])
     all_findings = _cut(findings=with_identity(apply_policy(
         raw_findings.join(leaders.select(*PARTITION, "leader"), PARTITION, "left"), config),
         cluster, over_time.previous, over_time.p_days, history))["findings"]
 
-    follower_rows = verdicts.select(
+    follower_rows = union_all([v.select(
         *KEY, "divergence_offset", "truncation_offset", "truncation_rounds",
         F.when(F.col("evaluated") & ~F.col("missing_hwm"), F.coalesce(F.col("removed_records"), F.lit(0)))
         .alias("records_to_truncate"),
-        follower_status(verdicts).alias("follower_status"))
+        follower_status(v).alias("follower_status")) for v in (verdicts, kraft_verdicts) if v is not None])
     counted = per_log["counts"].select(*KEY, F.col("batch_count").alias("_bc"), F.col("record_count").alias("_rc"))
     replica_rows = facts.join(follower_rows, KEY, "left").join(counted, KEY, "left").select(
-        *[c for c in facts.columns if c not in ("batch_count", "record_count")],
+        *[c for c in facts.columns if c not in ("batch_count", "record_count", "high_watermark")],
+        F.when(~in_kraft, F.col("high_watermark")).alias("high_watermark"),
         *[c for c in follower_rows.columns if c not in KEY],
         F.coalesce(F.col("_bc"), F.col("batch_count")).alias("batch_count"),
         F.coalesce(F.col("_rc"), F.col("record_count")).alias("record_count"),
@@ -300,7 +334,7 @@ def audit(
         "parse_errors": snapshot.parse_errors,
         "epoch_lineage": epoch_lineage,
         "replica_status": replica_rows,
-        "partition_status": status.partition_status(facts, leaders, all_findings),
+        "partition_status": status.partition_status(facts, leaders, all_findings, committed),
         "findings": all_findings,
     }
     return {

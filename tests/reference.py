@@ -192,3 +192,88 @@ def pair_checks(d: int | None, t: int | None, leo_f: int, leo_l: int, hwm_f: int
     if t is not None and hwm_f is not None and t < hwm_f:
         out.add(("COMMITTED_DATA_LOSS", t, hwm_f))
     return out
+
+
+# --- KRaft's metadata log (SPEC 4.7) -------------------------------------------------------
+
+SnapshotId = tuple[int, int]  # (end offset, epoch)
+
+
+@dataclass
+class KRaftReplica:
+    """One node's copy of the metadata log as 4.7's ``kraft`` truncation sees it."""
+
+    cache: list[Entry]  # the effective epoch cache (SPEC 4.1)
+    batches: list[Batch]
+    log_start: int  # log start offset (no checkpoint for this log: the lowest segment base)
+    local_log_start: int
+    snapshots: list[SnapshotId]  # the bootstrap id (0, 0) left out
+    leo: int = 0
+
+    def __post_init__(self) -> None:
+        self.leo = log_end_offset(self.batches, [self.log_start]) or 0
+
+
+@dataclass
+class KRaftTruncation:
+    """Where a follower ends under ``kraft``: ``offset`` (None: nothing removed), ``rounds``,
+    and the leader's latest snapshot id when the exchange ended in FETCH_SNAPSHOT."""
+
+    offset: int | None
+    rounds: int
+    fetch_snapshot: SnapshotId | None = None
+
+
+def kraft_end_offset(r: KRaftReplica, leo: int, cache: list[Entry], epoch: int) -> tuple[int, int]:
+    """``KafkaMetadataLog.endOffsetForEpoch`` as SPEC 4.7 states it: the cache's answer, the
+    earliest snapshot's (epoch, end) when that answer is (epoch, log start) and a snapshot
+    exists, (epoch, LEO) when it is undefined."""
+    e, o = end_offset_for(cache, leo, epoch)
+    if r.snapshots and (e, o) == (epoch, r.log_start):
+        first = min(r.snapshots)
+        return first[1], first[0]
+    if (e, o) == (-1, -1):
+        return epoch, leo
+    return e, o
+
+
+def truncate_kraft(leader: KRaftReplica, follower: KRaftReplica, max_rounds: int = 64) -> KRaftTruncation:
+    """SPEC 4.7 ``kraft``: Kafka's ``validateOffsetAndEpoch`` on the leader and
+    ``truncateToEndOffset`` on the follower, fetch after fetch."""
+    cache, leo = list(follower.cache), follower.leo
+    t: int | None = None
+    rounds = 0
+    lowest = min((b[0] for b in follower.batches), default=None)
+    for _ in range(max_rounds):
+        holds = lowest is not None and lowest < leo
+        if holds:
+            e = cache[-1][0] if cache else -1
+        elif follower.snapshots:
+            e = max(follower.snapshots)[1]
+        else:
+            e = cache[-1][0] if cache else -1
+        if leader.snapshots:
+            first = min(leader.snapshots)
+            if (leo < leader.log_start or (leo == leader.log_start and e != first[1]) or e < first[1]
+                    or leo == 0):
+                rounds += 1
+                return KRaftTruncation(follower.local_log_start if holds else t, rounds, max(leader.snapshots))
+        el, ol = kraft_end_offset(leader, leader.leo, leader.cache, e)
+        if el == e and ol >= leo:
+            break
+        rounds += 1
+        if el == 0:
+            o, final = min(ol, leo), True
+        else:
+            ef, of = kraft_end_offset(follower, leo, cache, el)
+            if ef == el:
+                o, final = min(of, ol), True
+            else:
+                o, final = of, False
+        cut = floor_offset(follower.batches, o)
+        if cut < leo:
+            t, leo = cut, cut
+        cache = [x for x in cache if x[1] < cut]
+        if final:
+            break
+    return KRaftTruncation(t, rounds)

@@ -15,12 +15,13 @@ from auditor.semantics.divergence import (
     same_epoch_conflicts,
 )
 from auditor.semantics.eoe import cache_arrays
+from auditor.semantics.kraft import truncate_kraft
 from auditor.semantics.truncation import least_strict, truncate_epoch, truncate_one_step
 from auditor.spark import union_all
 
 KEY = ["snapshot", "topic", "partition", "replica"]
 PARTITION = ["snapshot", "topic", "partition"]
-EPOCH_PROTOCOLS = ("epoch", "kip-101")
+EPOCH_PROTOCOLS = ("epoch", "kip-101", "kraft")
 
 
 def build_pairs(facts: DataFrame, cache: DataFrame, scope: DataFrame) -> DataFrame:
@@ -53,7 +54,7 @@ def build_pairs(facts: DataFrame, cache: DataFrame, scope: DataFrame) -> DataFra
 
 def follower_verdicts(pairs: DataFrame, batches: DataFrame, protocol: str, snapshot_starts: bool = False, *,
                       differing: DataFrame, answers: DataFrame, windows: DataFrame,
-                      read_windows: DataFrame) -> DataFrame:
+                      read_windows: DataFrame, kraft: DataFrame | None = None) -> DataFrame:
     """Per follower: ``divergence_offset``, truncation results, and the first same-epoch
     conflict. Truncation is not evaluated under an epoch protocol when a dump has no epochs.
     ``snapshot_starts``: each log starts after a Raft snapshot (``--format etcd``): the
@@ -69,6 +70,9 @@ def follower_verdicts(pairs: DataFrame, batches: DataFrame, protocol: str, snaps
             (:func:`auditor.compare.windows.summary_answers`): ``first_other``, the first
             offset the follower holds that the leader does not hold at all.
         windows: the window summaries; read_windows: ``KEY, win`` of the windows in ``batches``.
+        kraft: for ``protocol == "kraft"`` (KRaft's metadata log, SPEC 4.7):
+            :func:`auditor.semantics.kraft.kraft_inputs` of ``pairs``. The rows then carry
+            ``fetch_snapshot``.
     """
     sides = pairs.select(*PARTITION, F.col("replica").alias("follower"), "leader", "lso", "hmax", "compacted").join(
         differing.select(*PARTITION, F.col("replica").alias("follower"), "leader", "win"),
@@ -81,7 +85,10 @@ def follower_verdicts(pairs: DataFrame, batches: DataFrame, protocol: str, snaps
         F.col("divergence_offset").isNotNull())
     conflicts = same_epoch_conflicts(compared, "follower", "leader").withColumnRenamed("follower", "replica")
     evaluable = pairs.filter(~F.col("epochless")) if protocol in EPOCH_PROTOCOLS else pairs
-    if protocol == "epoch":
+    if protocol == "kraft":
+        assert kraft is not None
+        trunc = truncate_kraft(evaluable, kraft, batches)
+    elif protocol == "epoch":
         trunc = truncate_epoch(evaluable, batches)
     elif protocol == "raft":
         raft = raft_offsets(compared, "follower", "leader", snapshot_starts).withColumnRenamed(
@@ -108,6 +115,7 @@ def follower_status(v: DataFrame) -> Column:
     unknown = ~F.col("evaluated") | F.col("missing_hwm")
     return (
         F.when(unknown, "unknown")
+        .when(fetches_snapshot(v), F.when(d.isNotNull(), "divergent_suffix").otherwise("lagging"))
         .when(d.isNotNull() & (t.isNull() | (t > d)), "silent_divergence")
         .when(t.isNotNull() & (d.isNull() | (t < d)), "over_truncation")
         .when(d.isNotNull() & (t == d), "divergent_suffix")
@@ -116,7 +124,13 @@ def follower_status(v: DataFrame) -> Column:
     )
 
 
-def _details(protocol: str) -> Column:
+def fetches_snapshot(v: DataFrame) -> Column:
+    """Whether a verdict row's ``kraft`` exchange ended in FETCH_SNAPSHOT (SPEC 4.7)."""
+    return F.col("fetch_snapshot").isNotNull() if "fetch_snapshot" in v.columns else F.lit(False)
+
+
+def _details(protocol: str, v: DataFrame) -> Column:
+    extra = [F.col("fetch_snapshot")] if "fetch_snapshot" in v.columns else []
     return F.struct(
         F.lit(protocol).alias("protocol"), "leader", F.col("f_leo").alias("follower_log_end_offset"),
         F.col("l_leo").alias("leader_log_end_offset"), F.col("f_hwm").alias("follower_high_watermark"),
@@ -124,14 +138,21 @@ def _details(protocol: str) -> Column:
         F.col("f_lso").alias("local_log_start_offset"), F.col("l_log_start").alias("leader_log_start_offset"),
         F.col("l_lso").alias("leader_local_log_start_offset"), "divergence_offset", "truncation_offset",
         "truncation_rounds", "resume_offset", "hwm_fallback", "truncation_offset_2_8",
-        F.col("rounds_detail").alias("rounds"))
+        F.col("rounds_detail").alias("rounds"), *extra)
 
 
 def pair_findings(v: DataFrame, protocol: str) -> DataFrame:
     """The leader-against-follower findings of SPEC 5 from :func:`follower_verdicts`."""
     d, t, leo_f, leo_l = F.col("divergence_offset"), F.col("truncation_offset"), F.col("f_leo"), F.col("l_leo")
     judged = v.filter(F.col("evaluated") & ~F.col("missing_hwm"))
-    details = _details(protocol)
+    details = _details(protocol, v)
+    # SPEC 4.7: after FETCH_SNAPSHOT the follower restarts from the leader's snapshot, so a
+    # divergence is a divergent suffix, never over-truncation or silent divergence
+    fs = fetches_snapshot(v)
+
+    def snap_field(name: str) -> Column:
+        return F.col(f"fetch_snapshot.{name}") if "fetch_snapshot" in v.columns else F.lit(None).cast("bigint")
+
     resume_note = F.when(F.col("resume_offset") > t, F.format_string(
         "; Kafka resumes fetching at %d, so offsets %d to %d are never fetched again", F.col("resume_offset"), t,
         F.col("resume_offset") - 1)).otherwise(F.lit(""))
@@ -140,18 +161,23 @@ def pair_findings(v: DataFrame, protocol: str) -> DataFrame:
         F.format_string("Follower %d is %d offsets behind leader %d (log end %d vs %d).", F.col("replica"),
                         leo_l - leo_f, F.col("leader"), leo_f, leo_l), details)
     suffix = finding(
-        judged.filter(d.isNotNull() & (t == d)), "DIVERGENT_SUFFIX", "WARNING", d, leo_f, None,
-        F.format_string("Follower %d diverges from leader %d from offset %d; %s truncation to %d removes exactly "
-                        "the differing records%s.", F.col("replica"), F.col("leader"), d, F.lit(protocol), t,
-                        resume_note), details)
+        judged.filter(d.isNotNull() & ((t == d) | fs)), "DIVERGENT_SUFFIX", "WARNING", d, leo_f, None,
+        F.when(fs, F.format_string(
+            "Follower %d diverges from leader %d from offset %d; it fetches leader %d's snapshot (end offset %d, "
+            "epoch %d) and its log is replaced.", F.col("replica"), F.col("leader"), d, F.col("leader"),
+            snap_field("end_offset"), snap_field("epoch")))
+        .otherwise(F.format_string(
+            "Follower %d diverges from leader %d from offset %d; %s truncation to %d removes exactly "
+            "the differing records%s.", F.col("replica"), F.col("leader"), d, F.lit(protocol), t, resume_note)),
+        details)
     over = finding(
-        judged.filter(t.isNotNull() & (d.isNull() | (t < d))), "OVER_TRUNCATION", "WARNING", t,
+        judged.filter(t.isNotNull() & (d.isNull() | (t < d)) & ~fs), "OVER_TRUNCATION", "WARNING", t,
         F.coalesce(d, leo_f), None,
         F.format_string("Follower %d would truncate to %d under %s although its records up to %s match leader "
                         "%d%s.", F.col("replica"), t, F.lit(protocol), s(F.coalesce(d, leo_f) - 1),
                         F.col("leader"), resume_note), details)
     silent = finding(
-        judged.filter(d.isNotNull() & (t.isNull() | (t > d))), "SILENT_DIVERGENCE", "CRITICAL", d,
+        judged.filter(d.isNotNull() & (t.isNull() | (t > d)) & ~fs), "SILENT_DIVERGENCE", "CRITICAL", d,
         F.coalesce(t, leo_f), None,
         F.format_string("Follower %d differs from leader %d from offset %d but %s truncation %s, so it keeps "
                         "records the leader does not have.", F.col("replica"), F.col("leader"), d, F.lit(protocol),
@@ -172,11 +198,18 @@ def pair_findings(v: DataFrame, protocol: str) -> DataFrame:
         F.format_string("Follower %d and leader %d differ at offset %d, below the committed prefix "
                         "(min HWM %d): the log matching property is broken.", F.col("replica"), F.col("leader"), d,
                         committed), details)
+    snap_end = snap_field("end_offset")
     loss = finding(
-        judged.filter(t < F.col("f_hwm")), "COMMITTED_DATA_LOSS", "CRITICAL", t, F.col("f_hwm"), None,
-        F.format_string("Follower %d would truncate to %d under %s, deleting offsets up to %d that it had seen "
-                        "committed (HWM %d).", F.col("replica"), t, F.lit(protocol), F.col("f_hwm") - 1,
-                        F.col("f_hwm")), details)
+        judged.filter(F.when(fs, snap_end < F.col("f_hwm")).otherwise(t < F.col("f_hwm"))),
+        "COMMITTED_DATA_LOSS", "CRITICAL", F.when(fs, snap_end).otherwise(t), F.col("f_hwm"), None,
+        F.when(fs, F.format_string(
+            "Follower %d fetches leader %d's snapshot ending at %d, below offset %d that it had seen committed: "
+            "offsets %d to %d are lost.", F.col("replica"), F.col("leader"), snap_end, F.col("f_hwm"), snap_end,
+            F.col("f_hwm") - 1))
+        .otherwise(F.format_string(
+            "Follower %d would truncate to %d under %s, deleting offsets up to %d that it had seen "
+            "committed (HWM %d).", F.col("replica"), t, F.lit(protocol), F.col("f_hwm") - 1, F.col("f_hwm"))),
+        details)
     return union_all([lag, suffix, over, silent, conflict, matching, loss])
 
 

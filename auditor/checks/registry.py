@@ -46,6 +46,12 @@ REGISTRY: tuple[Check, ...] = (
     Check("FOLLOWER_HWM_REGRESSION", "INFO", "over-time", "5, over time", "overtime"),
     Check("STALE_LEADER_HWM", "WARNING", "over-time", "5, over time", "overtime"),
     Check("COMMITTED_OFFSET_LOST", "CRITICAL", "over-time", "5, over time", "overtime"),
+    Check("KRAFT_ELECTION_SAFETY", "CRITICAL", "partition", "4.7", "kraft"),
+    Check("KRAFT_EPOCH_START", "ERROR", "replica", "4.7", "kraft"),
+    Check("KRAFT_SNAPSHOT_INVALID", "ERROR", "replica", "4.7", "kraft"),
+    Check("KRAFT_SNAPSHOT_MISSING", "CRITICAL", "replica", "4.7", "kraft"),
+    Check("KRAFT_QUORUM_STATE_BEHIND", "WARNING", "replica", "4.7", "kraft"),
+    Check("KRAFT_VOTERS_DIFFER", "ERROR", "partition", "4.7", "kraft"),
 )
 
 #: name -> default severity (what ``[severity]`` in the config may replace).

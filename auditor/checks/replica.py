@@ -128,6 +128,8 @@ def unreadable_wal(problems: DataFrame) -> DataFrame:
 def hwm_above_leo(facts: DataFrame) -> DataFrame:
     """``HWM_ABOVE_LEO``: ERROR, CRITICAL on the leader or an ISR/ELR member."""
     bad = facts.filter(F.col("high_watermark") > F.col("log_end_offset"))
+    if "kraft" in facts.columns:  # SPEC 4.7: not evaluated on KRaft's metadata log
+        bad = bad.filter(~F.col("kraft"))
     important = (F.col("role") == "leader") | F.coalesce(F.col("in_isr"), F.lit(False)) | F.coalesce(
         F.col("in_elr"), F.lit(False))
     return finding(
@@ -226,7 +228,7 @@ def missing_inputs(facts: DataFrame, cache_from_log: bool) -> DataFrame:
         F.when(F.col("has_dump") & ~F.col("epoch_file_usable") & (F.lit(not cache_from_log) | F.col("has_epoch_file")),
                F.when(F.col("has_epoch_file"), F.lit("leader-epoch-checkpoint unusable (see parse_errors): cache rebuilt from the log"))
                .otherwise(F.lit("no leader-epoch-checkpoint: cache rebuilt from the log"))),
-        F.when(F.col("high_watermark").isNull(),
+        F.when(F.col("high_watermark").isNull() & (~F.col("kraft") if "kraft" in facts.columns else F.lit(True)),
                F.lit("no high watermark entry: HWM checks skipped (HWM_ABOVE_LEO, LOG_MATCHING_VIOLATION, "
                      "COMMITTED_DATA_LOSS, ISR_INCOMPLETE)")),
         F.when(F.coalesce(F.col("epochless"), F.lit(False)), F.lit("no epochs in dump: epoch-based checks skipped")),

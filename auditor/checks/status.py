@@ -6,6 +6,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from auditor.checks.rows import severity_name, severity_rank
+from auditor.ingest.discovery import KRAFT_TOPICS
 
 REPLICA = ["snapshot", "topic", "partition", "replica"]
 PARTITION = ["snapshot", "topic", "partition"]
@@ -38,8 +39,10 @@ def replica_facts(replicas: DataFrame, offsets: DataFrame, hwm: DataFrame, lates
     )
 
 
-def partition_status(facts: DataFrame, leaders: DataFrame, findings: DataFrame) -> DataFrame:
-    """``partition_status`` per partition holding data."""
+def partition_status(facts: DataFrame, leaders: DataFrame, findings: DataFrame,
+                     committed: DataFrame | None = None) -> DataFrame:
+    """``partition_status`` per partition holding data; ``committed``: ``PARTITION,
+    committed`` of KRaft's metadata log, its ``max_high_watermark`` (SPEC 4.7)."""
     leader = facts.filter(F.col("role") == "leader").select(
         *PARTITION, F.col("latest_epoch").alias("leader_epoch"),
         F.col("log_end_offset").alias("leader_log_end_offset"))
@@ -47,6 +50,11 @@ def partition_status(facts: DataFrame, leaders: DataFrame, findings: DataFrame) 
         F.count(F.lit(1)).alias("replica_count"),
         F.max("high_watermark").alias("max_high_watermark"),
     )
+    if committed is not None:
+        per_part = per_part.join(committed, PARTITION, "left").select(
+            *PARTITION, "replica_count", F.when(F.col("topic").isin(*KRAFT_TOPICS) & (F.col("partition") == 0),
+                                                F.col("committed")).otherwise(F.col("max_high_watermark"))
+            .alias("max_high_watermark"))
     per_findings = findings.groupBy(*PARTITION).agg(
         F.max(severity_rank(F.col("severity"))).alias("_worst"), F.count(F.lit(1)).alias("finding_count"))
     worst = severity_name(F.col("_worst"))

@@ -29,6 +29,14 @@ DUMP, LEADER_EPOCH, HWM, LOG_START, RECOVERY_POINT, DESCRIBE = (
     "log-start-offset-checkpoint", "recovery-point-offset-checkpoint", "topics-describe",
 )
 LOG_DIR_CHECKPOINTS = (HWM, LOG_START, RECOVERY_POINT)
+#: KRaft's metadata log inputs (SPEC 4.7): ``quorum-state`` and bare ``*.checkpoint`` snapshot
+#: copies in its folder (a copy's name is its id: never read), and the root's
+#: ``kafka-metadata-quorum.sh describe --status`` text.
+QUORUM_STATE, KRAFT_SNAPSHOT_FILE, QUORUM_STATUS = "quorum-state", "kraft-snapshot-file", "quorum-status"
+QUORUM_STATUS_NAME = "metadata-quorum-status.txt"
+#: The metadata log's folder names: ``@metadata-0`` (Kafka 2.8), ``__cluster_metadata-0``.
+KRAFT_TOPICS = ("__cluster_metadata", "@metadata")
+KRAFT_SNAPSHOT_NAME = re.compile(r"^(?P<end>\d{20})-(?P<epoch>\d{10})\.checkpoint$")
 
 KNOWN_NON_INPUT = {
     "partition.metadata", "meta.properties", "cleaner-offset-checkpoint", "quorum-state",
@@ -209,6 +217,8 @@ def _walk_snapshot(result: Discovery, base: Path, snap_root: Path, instant: date
             _walk_broker(result, base, Path(entry.path), instant, broker)
         elif entry.name == "topics-describe.txt":
             _add_file(result, base, entry, DESCRIBE, instant, None, None, None, None)
+        elif entry.name == QUORUM_STATUS_NAME:
+            _add_file(result, base, entry, QUORUM_STATUS, instant, None, None, None, None)
         else:
             result.skipped["file at the snapshot root"] += 1
 
@@ -235,11 +245,13 @@ def _walk_broker(result: Discovery, base: Path, broker_root: Path, instant: date
             continue
         files = [e for e in entries if not e.is_dir()]
         m = PARTITION_DIR.match(folder.name) if folder != broker_root else None
+        kraft = m is not None and is_kraft_folder(m.group("topic"), m.group("partition"))
         is_partition = m is not None and any(
-            e.name.endswith(DUMP_SUFFIXES) or e.name == LEADER_EPOCH for e in files)
+            e.name.endswith(DUMP_SUFFIXES) or e.name == LEADER_EPOCH
+            or (kraft and _kraft_kind(e.name) is not None) for e in files)
         log_dir = os.path.relpath(folder.parent if is_partition else folder, base)
         for e in files:
-            kind = _classify_file(e.name, is_partition)
+            kind = _classify_file(e.name, is_partition, kraft)
             if kind is None:
                 result.skipped[_skip_reason(e.name)] += 1
                 continue
@@ -256,9 +268,24 @@ def _walk_broker(result: Discovery, base: Path, broker_root: Path, instant: date
                     result.skipped["folder inside a partition folder"] += 1
 
 
-def _classify_file(name: str, in_partition_dir: bool) -> str | None:
+def is_kraft_folder(topic: str, partition: str | int) -> bool:
+    """Whether ``<topic>-<partition>`` is KRaft's metadata log (SPEC 4.7)."""
+    return topic in KRAFT_TOPICS and int(partition) == 0
+
+
+def _kraft_kind(name: str) -> str | None:
+    if name == "quorum-state":
+        return QUORUM_STATE
+    if KRAFT_SNAPSHOT_NAME.match(name):
+        return KRAFT_SNAPSHOT_FILE
+    return None
+
+
+def _classify_file(name: str, in_partition_dir: bool, kraft: bool = False) -> str | None:
     if name.endswith(DUMP_SUFFIXES) and name != "topics-describe.txt":
         return DUMP
+    if in_partition_dir and kraft and _kraft_kind(name) is not None:
+        return _kraft_kind(name)
     if in_partition_dir and name == LEADER_EPOCH:
         return LEADER_EPOCH
     if not in_partition_dir and name in LOG_DIR_CHECKPOINTS:

@@ -24,6 +24,14 @@ from auditor.errors import UsageError
 from auditor.ingest import discovery as d
 from auditor.ingest.checkpoints import parse_checkpoints
 from auditor.ingest.describe import parse_describe
+from auditor.ingest.kraft import (
+    KRaft,
+    all_snapshots,
+    parse_kraft_dumps,
+    parse_quorum_state,
+    parse_quorum_status,
+    snapshot_files,
+)
 from auditor.ingest.dumps import dedupe_segments
 from auditor.ingest.lines import LINE_COUNTS, line_counts, read_small_files
 from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, Snapshot
@@ -92,7 +100,8 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
         FILES_SCHEMA,
     )
     dump_files = [(i, f) for i, f in indexed if f.kind == d.DUMP]
-    other_files = [(i, f) for i, f in indexed if f.kind != d.DUMP]
+    # a bare KRaft snapshot copy is binary: its name is all that is used (SPEC 4.7)
+    other_files = [(i, f) for i, f in indexed if f.kind not in (d.DUMP, d.KRAFT_SNAPSHOT_FILE)]
     reuse = Reuse(spark, store, dump_files) if store is not None else None
     to_scan = reuse.to_parse if reuse is not None else dump_files
     dump_frame = files.filter(F.col("kind") == d.DUMP).select("file_id", "rel", "snapshot", "broker", "topic",
@@ -100,7 +109,7 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
 
     small = read_small_files(spark, other_files)
     small_files = files.filter(F.col("kind") != d.DUMP)
-    checkpoint_files = small_files.filter(F.col("kind") != d.DESCRIBE)
+    checkpoint_files = small_files.filter(~F.col("kind").isin(d.DESCRIBE, *KRAFT_KINDS))
     cps = parse_checkpoints(
         small.join(checkpoint_files.select("file_id"), "file_id"),
         checkpoint_files.select("file_id", "kind", "rel", "snapshot", "broker", "log_dir", "topic", "partition"),
@@ -110,6 +119,10 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
         small.join(describe_files.select("file_id"), "file_id"),
         describe_files.select("file_id", "rel", "snapshot", "broker"),
     )
+    kraft_files = [(i, f) for i, f in indexed if f.kind in KRAFT_KINDS or (
+        f.kind == d.DUMP and f.topic is not None and f.partition is not None
+        and d.is_kraft_folder(f.topic, f.partition))]
+    kraft_frames, kraft_lines = _kraft_frames(spark, kraft_files, small, files) if kraft_files else ({}, None)
     # Cut point 1 (one job): every dump line read once into the scan's aggregate, and the
     # small files parsed.
     first = materialise({
@@ -118,7 +131,8 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
         "checkpoint_files": cps.files,
         "metadata": desc.metadata,
         "topics": desc.topics,
-        "small_lines": cps.lines.unionByName(desc.lines),
+        "small_lines": cps.lines.unionByName(desc.lines).unionByName(
+            kraft_lines if kraft_lines is not None else cps.lines.limit(0)),
     }, work_dir, "scan")
     scan = first["scan"]
     store_frames: dict[str, DataFrame] = {}
@@ -127,7 +141,8 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
         scan = scan.unionByName(reuse.rows())
     parts = split_scan(scan, dump_frame)
     small_lines = first["small_lines"]
-    counts = parts.accounting.unionByName(line_counts(small_lines))
+    # (a file-level problem of an empty file has no line: it is an error, not a line read)
+    counts = parts.accounting.unionByName(line_counts(small_lines.filter(F.col("line_number").isNotNull())))
     accounting = files.join(counts, "file_id", "left").select("file_id", "rel", "kind", "broker", "size",
              *[F.coalesce(F.col(c), F.lit(0)).alias(c) for c in LINE_COUNTS])
     problems = local_frame(
@@ -135,7 +150,8 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
         [(p.snapshot, p.broker, p.rel, None, 0, None, p.error) for p in found.problems], ERRORS_SCHEMA)
     small_errors = small_lines.filter(F.col("disposition") == "quarantined").select(
         "snapshot", "broker", F.col("rel").alias("file"), "line_number",
-        F.lit(None).cast(LongType()).alias("byte_offset"), F.col("shown").alias("line"), "error")
+        F.when(F.col("line_number").isNull(), F.lit(0)).cast(LongType()).alias("byte_offset"),
+        F.col("shown").alias("line"), "error")
     segments = dedupe_segments(parts.sections.filter("is_segment").select(
         "snapshot", F.col("replica").alias("broker"), "topic", "partition", "file", "line_number",
         "segment_base_offset", "invalid_bytes")).withColumnRenamed("broker", "replica")
@@ -156,9 +172,12 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
         "log_start": _per_replica(replicas, entries, d.LOG_START, "log_start_offset"),
         "recovery_point": _per_replica(replicas, entries, d.RECOVERY_POINT, "recovery_point"),
         **store_frames,
+        **kraft_frames,
     }, work_dir, "snapshot")
     for name in store_frames:
         parsed.pop(name)
+    kraft = KRaft(**{name: parsed.pop(f"kraft_{name}") for name in ("batches", "snapshots", "quorum_state", "status")}
+                  ) if kraft_frames else None
     sections = parsed.pop("sections")
     source = BatchSource(dumps=DumpFiles(spark, dump_files, dump_frame, sections), work_dir=work_dir)
     return Snapshot(
@@ -167,8 +186,27 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
         replica_estimate=len({(f.snapshot, f.broker, f.topic, f.partition) for f in found.files}),
         metadata=first["metadata"], topics=first["topics"], **parsed,
         files_parsed=len(found.files) - (len(reuse.reused) if reuse is not None else 0),
-        store=reuse,
+        store=reuse, kraft=kraft,
     )
+
+
+KRAFT_KINDS = (d.QUORUM_STATE, d.QUORUM_STATUS, d.KRAFT_SNAPSHOT_FILE)
+
+
+def _kraft_frames(spark: SparkSession, kraft_files: list[tuple[int, d.InputFile]], small: DataFrame,
+                  files: DataFrame) -> tuple[dict[str, DataFrame], DataFrame]:
+    """The KRaft inputs (SPEC 4.7) as frames to store, and the line dispositions of the
+    ``quorum-state`` and status files."""
+    place = files.select("file_id", "rel", "snapshot", "broker", "topic", "partition")
+    log, dumped = parse_kraft_dumps(spark, [(i, f) for i, f in kraft_files if f.kind == d.DUMP], place)
+    bare = snapshot_files(spark, [(i, f) for i, f in kraft_files if f.kind == d.KRAFT_SNAPSHOT_FILE])
+    ids = {kind: [i for i, f in kraft_files if f.kind == kind] for kind in (d.QUORUM_STATE, d.QUORUM_STATUS)}
+    qs, qs_lines = parse_quorum_state(small.filter(F.col("file_id").isin(ids[d.QUORUM_STATE])),
+                                      place.filter(F.col("file_id").isin(ids[d.QUORUM_STATE])))
+    st, st_lines = parse_quorum_status(small.filter(F.col("file_id").isin(ids[d.QUORUM_STATUS])),
+                                       place.filter(F.col("file_id").isin(ids[d.QUORUM_STATUS])))
+    return ({"kraft_batches": log, "kraft_snapshots": all_snapshots(dumped, bare), "kraft_quorum_state": qs,
+             "kraft_status": st}, qs_lines.unionByName(st_lines))
 
 
 class Reuse:

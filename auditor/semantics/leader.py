@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 PARTITION = ["snapshot", "topic", "partition"]
 
 
-def choose_leaders(facts: DataFrame) -> DataFrame:
+def choose_leaders(facts: DataFrame, named: DataFrame | None = None) -> DataFrame:
     """One row per partition holding data.
 
     Returns:
@@ -17,6 +17,8 @@ def choose_leaders(facts: DataFrame) -> DataFrame:
         replica with the highest latest epoch; ties to the higher LEO, then the higher HWM,
         then the lower broker id) or ``unknown`` (no replica has an epoch).
         ``leader_present`` says whether the leader has a replica row with dumps.
+        ``named``: ``PARTITION, named_leader`` of KRaft's metadata log (SPEC 4.7), used when
+        the metadata names no leader (``leader_source = quorum-state``).
     """
     rank = Window.partitionBy(*PARTITION).orderBy(
         F.col("latest_epoch").desc_nulls_last(), F.col("log_end_offset").desc_nulls_last(),
@@ -28,10 +30,15 @@ def choose_leaders(facts: DataFrame) -> DataFrame:
         .select(*PARTITION, F.col("replica").alias("inferred_leader"))
     )
     per_partition = facts.groupBy(*PARTITION).agg(F.max("meta_leader").alias("meta_leader"))
+    if named is not None:
+        per_partition = per_partition.join(named, PARTITION, "left")
+    else:
+        per_partition = per_partition.withColumn("named_leader", F.lit(None).cast("int"))
     chosen = per_partition.join(inferred, PARTITION, "left").select(
         *PARTITION,
-        F.coalesce(F.col("meta_leader"), F.col("inferred_leader")).alias("leader"),
+        F.coalesce(F.col("meta_leader"), F.col("named_leader"), F.col("inferred_leader")).alias("leader"),
         F.when(F.col("meta_leader").isNotNull(), "metadata")
+        .when(F.col("named_leader").isNotNull(), "quorum-state")
         .when(F.col("inferred_leader").isNotNull(), "inferred")
         .otherwise("unknown").alias("leader_source"),
     )

@@ -42,13 +42,15 @@ def floors(probes: DataFrame, batches: DataFrame, column: str) -> DataFrame:
         *KEY, F.col("_o").alias(column), F.coalesce(F.col("_fb"), F.col("_o")).alias(f"{column}_floor"))
 
 
-def candidate_floors(pairs: DataFrame, batches: DataFrame) -> DataFrame:
+def candidate_floors(pairs: DataFrame, batches: DataFrame, extra: Column | None = None) -> DataFrame:
     """``floor_F`` of every offset the ``epoch`` protocol can truncate to, as a map.
 
     Each round's offset is the smaller of values taken from the two epoch caches' start
     offsets, the two LEOs, the follower's HWM and earlier rounds' effective offsets, which
     are floors of those. So the floors of these candidates, and the floors of the floors
     (overlapping batches), are all any round looks up.
+
+    ``extra``: an array column of more candidates (``kraft``: snapshot ends, log starts).
 
     Returns:
         ``KEY`` + ``floors`` (``map<bigint,bigint>``) for followers with a candidate.
@@ -57,7 +59,8 @@ def candidate_floors(pairs: DataFrame, batches: DataFrame) -> DataFrame:
     starts = lambda c: F.transform(F.coalesce(F.col(c), empty), lambda x: x["start_offset"])  # noqa: E731
     cands = pairs.select(*KEY, F.explode(F.array_distinct(F.concat(
         starts("f_entries"), starts("l_entries"),
-        F.array(F.col("l_leo"), F.col("f_leo"), F.col("f_hwm"))))).alias("o"))
+        F.array(F.col("l_leo"), F.col("f_leo"), F.col("f_hwm")),
+        *([extra.cast("array<bigint>")] if extra is not None else [])))).alias("o"))
     first = floors(cands, batches, "o")
     second = floors(first.select(*KEY, F.col("o_floor").alias("o")), batches, "o")
     both = first.unionByName(second).distinct()

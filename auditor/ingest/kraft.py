@@ -1,0 +1,336 @@
+"""KRaft's metadata log inputs (SPEC 4.7): what the ``__cluster_metadata-0`` folders hold
+beyond an ordinary partition's.
+
+- The batches of the metadata log with their control facts: whether the batch is a control
+  batch, the control type of its first and last record where the dump prints record lines
+  (``LeaderChange``, ``SnapshotHeader``, ``SnapshotFooter``, ``KRaftVersion``,
+  ``KRaftVoters``, another ``controlType``, or ``data``), and the leader id a 4.1+ dump
+  prints in ``LeaderChange: {...}``. Nothing else of a record is kept: metadata payloads are
+  dropped like every payload.
+- The snapshots (``<end offset>-<epoch>.checkpoint``) of each node: from dumps of snapshot
+  files (their batches, with offsets local to the snapshot, never enter the log) and from bare
+  copies (the name alone). The bootstrap id (0, 0) is never a snapshot here.
+- ``quorum-state`` (JSON, ``data_version`` 0 or 1) and the root's
+  ``metadata-quorum-status.txt`` (``kafka-metadata-quorum.sh describe --status``).
+
+The main scan reads the same dump files for the log itself (a ``.checkpoint`` section is
+not a ``.log`` section there, so snapshot batches never reach it); this module reads only the
+files of metadata log folders, which are few and small next to a cluster's data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType, LongType
+
+from auditor.ingest import discovery as d
+from auditor.ingest import dump_grammar as g
+from auditor.ingest.dumps import interpreted
+from auditor.ingest.wholefile import read_dump_lines
+from auditor.spark import local_frame
+
+REPLICA = ["snapshot", "topic", "partition", "replica"]
+
+#: Columns of :attr:`KRaft.batches`.
+BATCHES_DDL = ("snapshot timestamp, topic string, partition int, replica int, file string, line_number bigint, "
+               "base_offset bigint, last_offset bigint, epoch int, crc bigint, is_control boolean, "
+               "first_type string, last_type string, leader_id int")
+#: Columns of :attr:`KRaft.snapshots`: one row per node and snapshot id. ``dumped``: a dump
+#: of the snapshot file was read (its content can be judged); the other columns describe
+#: that content (null when not dumped).
+SNAPSHOTS_DDL = ("snapshot timestamp, topic string, partition int, replica int, end_offset bigint, epoch int, "
+                 "file string, dumped boolean, batch_count bigint, first_control boolean, last_control boolean, "
+                 "first_type string, last_type string, records_printed boolean, other_epochs bigint")
+QUORUM_DDL = ("snapshot timestamp, topic string, partition int, replica int, file string, leader_id int, "
+              "leader_epoch int, voted_id int, data_version int, current_voters array<int>")
+STATUS_DDL = "snapshot timestamp, file string, high_watermark bigint, leader_id int, leader_epoch int"
+
+
+def is_kraft(topic: Column | None = None, partition: Column | None = None) -> Column:
+    """Whether a row's partition is KRaft's metadata log (SPEC 4.7)."""
+    t = topic if topic is not None else F.col("topic")
+    p = partition if partition is not None else F.col("partition")
+    return t.isin(*d.KRAFT_TOPICS) & (p == 0)
+
+
+@dataclass(frozen=True)
+class KRaft:
+    """The KRaft inputs of one input (all small: one metadata log per node)."""
+
+    batches: DataFrame  # BATCHES_DDL: the metadata log's batches, repeated dumps merged
+    snapshots: DataFrame  # SNAPSHOTS_DDL
+    quorum_state: DataFrame  # QUORUM_DDL: usable quorum-state files
+    status: DataFrame  # STATUS_DDL: metadata-quorum-status.txt per snapshot
+
+
+def record_type(t: Column) -> Column:
+    """The control type of a ``| offset:`` record line (see the module docstring), from the
+    words before any key or payload; null when the line prints none."""
+    pre = F.regexp_replace(t, r"\s(payload|key): .*$", "")
+    named = F.regexp_extract(pre, r"\scontrolType: ([A-Za-z_]+)", 1)
+    return (
+        F.when(pre.rlike(r"\sLeaderChange: ") | (named == "LEADER_CHANGE"), F.lit("LeaderChange"))
+        .when(pre.rlike(r"\sSnapshotHeader\b"), F.lit("SnapshotHeader"))
+        .when(pre.rlike(r"\sSnapshotFooter\b"), F.lit("SnapshotFooter"))
+        .when(pre.rlike(r"\sKRaftVersion\b"), F.lit("KRaftVersion"))
+        .when(pre.rlike(r"\sKRaftVoters\b"), F.lit("KRaftVoters"))
+        .when(named != "", F.concat(F.lit("controlType:"), named))
+        .when(t.rlike(r"\s(payload|key): "), F.lit("data"))
+    )
+
+
+def _leader_id(t: Column) -> Column:
+    value = F.regexp_extract(t, r"\sLeaderChange: \{.*?\"leaderId\":\s*(-?\d+)", 1)
+    return F.when(value != "", value.try_cast(IntegerType()))
+
+
+def line_facts(lines: DataFrame) -> DataFrame:
+    """Per dump line: what this module reads of it, as plain columns (``path`` of a header,
+    ``snap_o``/``snap_e`` of a ``Snapshot end offset:`` line, ``boot``, the fields of a v2
+    batch line, and ``off``/``rtype``/``leader`` of a record line). Evaluated without
+    generated code (:func:`auditor.ingest.dumps.interpreted`): fused with the whole-file
+    reader's array code, these expressions made a method too big to compile."""
+    def facts(text: Column) -> Column:
+        t = g.stripped(text)
+        toks = g.tokens(g.metadata_part(t))
+        batch = t.startswith("baseOffset: ")
+        record = t.rlike(r"^\|\s*offset: ")
+        snap = t.rlike(r"^Snapshot end offset: \d+, epoch: -?\d+$")
+        return F.struct(
+            F.when(t.startswith("Dumping "), g.header_path(t)).alias("path"),
+            F.when(snap, F.regexp_extract(t, r"offset: (\d+),", 1).try_cast(LongType())).alias("snap_o"),
+            F.when(snap, F.regexp_extract(t, r"epoch: (-?\d+)$", 1).try_cast(IntegerType())).alias("snap_e"),
+            (t == "KRaft bootstrap snapshot").alias("boot"),
+            batch.alias("is_batch"), record.alias("is_record"),
+            F.when(batch, g.field_long(toks, "baseOffset")).alias("base_offset"),
+            F.when(batch, g.field_long(toks, "lastOffset")).alias("last_offset"),
+            F.when(batch, g.field_int(toks, "partitionLeaderEpoch")).alias("epoch"),
+            F.when(batch, g.field_long(toks, "crc")).alias("crc"),
+            F.when(batch, g.field_bool(toks, "isControl")).alias("is_control"),
+            F.when(record, F.regexp_extract(t, r"^\|\s*offset: (-?\d+)", 1).try_cast(LongType())).alias("off"),
+            F.when(record, record_type(t)).alias("rtype"),
+            F.when(record, _leader_id(t)).alias("leader"))
+
+    return lines.select("file_id", "sec", "line_number", "owner", interpreted(F.col("text"), facts).alias("x")).select(
+        "file_id", "sec", "line_number", "owner", "x.*")
+
+
+def section_facts(facts: DataFrame, files: DataFrame) -> DataFrame:
+    """Per dump file section: what it holds (``log``, ``snapshot``, ``bootstrap`` or
+    ``other``), its place and, for a snapshot, its id. ``facts``: :func:`line_facts` rows;
+    ``files``: ``file_id, rel, snapshot, broker, topic, partition``."""
+    per_sec = facts.groupBy("file_id", "sec").agg(
+        F.min(F.when(F.col("path").isNotNull(), F.struct(F.col("line_number"), F.col("path").alias("p")))).alias("_h"),
+        F.min(F.when(F.col("snap_o").isNotNull(), F.struct(
+            F.col("line_number"), F.col("snap_o").alias("o"), F.col("snap_e").alias("e")))).alias("_s"),
+        F.max("boot").alias("_boot"))
+    p = F.col("_h.p")
+    name_id = F.regexp_extract(p, r"(?:^|[/\\])(\d{20})-(\d{10})\.checkpoint$", 0)
+    file_id_text = F.regexp_extract(F.col("rel"), r"(?:^|[/\\])(\d{20})-(\d{10})\.checkpoint\.[^/\\]+$", 0)
+    boot = F.col("_boot") | p.rlike(r"(^|[/\\])bootstrap\.checkpoint$")
+    snapshot_like = p.rlike(r"\.checkpoint$") | F.col("_s").isNotNull() | (p.isNull() & (file_id_text != ""))
+
+    def part(text: Column, i: int, cast: str) -> Column:
+        return F.regexp_extract(text, r"(\d{20})-(\d{10})", i).try_cast(cast)
+
+    h_topic, h_part = g.header_topic_partition(F.coalesce(p, F.lit("")))
+    return per_sec.join(F.broadcast(files), "file_id").select(
+        "file_id", "sec", "snapshot", F.col("broker").alias("replica"),
+        F.coalesce(h_topic, F.col("topic")).alias("topic"), F.coalesce(h_part, F.col("partition")).alias("partition"),
+        F.col("rel").alias("file"),
+        F.when(boot, "bootstrap").when(snapshot_like, "snapshot")
+        .when(p.isNull() | p.rlike(r"\.log$"), "log").otherwise("other").alias("what"),
+        F.coalesce(F.col("_s.o"), F.when(name_id != "", part(name_id, 1, "bigint")),
+                   F.when(file_id_text != "", part(file_id_text, 1, "bigint"))).alias("end_offset"),
+        F.coalesce(F.col("_s.e"), F.when(name_id != "", part(name_id, 2, "int")),
+                   F.when(file_id_text != "", part(file_id_text, 2, "int"))).alias("snap_epoch"),
+    )
+
+
+def dump_batches(facts: DataFrame) -> DataFrame:
+    """Per v2 batch line of :func:`line_facts` rows: its fields and its records' control facts."""
+    batch_lines = facts.filter(F.col("is_batch")).select(
+        "file_id", "sec", "line_number", "base_offset", "last_offset", "epoch", "crc", "is_control")
+    records = facts.filter(F.col("is_record") & F.col("owner").isNotNull()).select(
+        "file_id", F.col("owner").alias("line_number"), "off", "rtype", "leader", F.col("line_number").alias("rline"))
+    per_batch = records.groupBy("file_id", "line_number").agg(
+        F.min(F.struct("off", "rline", "rtype", "leader")).alias("_first"),
+        F.max(F.struct("off", "rline", "rtype")).alias("_last"))
+    return batch_lines.join(per_batch, ["file_id", "line_number"], "left").select(
+        "file_id", "sec", "line_number", "base_offset", "last_offset", "epoch", "crc", "is_control",
+        F.col("_first.rtype").alias("first_type"), F.col("_last.rtype").alias("last_type"),
+        F.col("_first.leader").alias("leader_id"))
+
+
+def parse_kraft_dumps(spark: SparkSession, dump_files: Sequence[tuple[int, d.InputFile]],
+                      files: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """The log batches and the dumped snapshots of the metadata log folders' dump files.
+
+    Returns:
+        ``(batches, dumped_snapshots)``: :data:`BATCHES_DDL` rows (repeated dumps of a batch
+        merged) and :data:`SNAPSHOTS_DDL` rows of the snapshot dumps.
+    """
+    facts = line_facts(read_dump_lines(spark, dump_files))
+    sections = section_facts(facts, files)
+    batches = dump_batches(facts).join(sections, ["file_id", "sec"]).filter(
+        F.col("base_offset").isNotNull() & F.col("last_offset").isNotNull())
+    log = batches.filter((F.col("what") == "log") & is_kraft()).groupBy(
+        *REPLICA, "base_offset", "last_offset", "epoch", "crc").agg(
+        F.min(F.struct("file", "line_number")).alias("_at"), F.max("is_control").alias("is_control"),
+        F.max("first_type").alias("first_type"), F.max("last_type").alias("last_type"),
+        F.max("leader_id").alias("leader_id")).select(
+        *REPLICA, F.col("_at.file").alias("file"), F.col("_at.line_number").alias("line_number"),
+        "base_offset", "last_offset", "epoch", "crc", "is_control", "first_type", "last_type", "leader_id")
+    snaps = sections.filter((F.col("what") == "snapshot") & is_kraft() & F.col("end_offset").isNotNull()
+                            & F.col("snap_epoch").isNotNull())
+    in_snap = batches.filter(F.col("what") == "snapshot").select(
+        "file_id", "sec", "base_offset", "line_number", "epoch", "is_control", "first_type", "last_type")
+    per_sec = snaps.join(in_snap, ["file_id", "sec"], "left").groupBy(
+        *REPLICA, "file_id", "sec", "file", "end_offset", "snap_epoch").agg(
+        F.count("base_offset").alias("batch_count"),
+        F.min(F.when(F.col("base_offset").isNotNull(),
+                     F.struct("base_offset", "line_number", "is_control", "first_type"))).alias("_first"),
+        F.max(F.when(F.col("base_offset").isNotNull(),
+                     F.struct("base_offset", "line_number", "is_control", "last_type"))).alias("_last"),
+        F.max(F.col("first_type").isNotNull() | F.col("last_type").isNotNull()).alias("records_printed"),
+        F.count(F.when(F.col("epoch") != F.col("snap_epoch"), 1)).alias("other_epochs"))
+    # Two dumps of one snapshot on one node: the one with the most batches, then the first file.
+    dumped = per_sec.groupBy(*REPLICA, "end_offset", "snap_epoch").agg(
+        F.max(F.struct(F.col("batch_count"), F.lit(0) - F.col("file_id"), F.lit(0) - F.col("sec"),
+                       "file", "_first", "_last", "records_printed", "other_epochs")).alias("_b")).select(
+        *REPLICA, "end_offset", F.col("snap_epoch").alias("epoch"), F.col("_b.file").alias("file"),
+        F.lit(True).alias("dumped"), F.col("_b.batch_count").alias("batch_count"),
+        F.col("_b._first.is_control").alias("first_control"), F.col("_b._last.is_control").alias("last_control"),
+        F.col("_b._first.first_type").alias("first_type"), F.col("_b._last.last_type").alias("last_type"),
+        F.coalesce(F.col("_b.records_printed"), F.lit(False)).alias("records_printed"),
+        F.col("_b.other_epochs").alias("other_epochs"))
+    return log, dumped
+
+
+def snapshot_files(spark: SparkSession, files: Sequence[tuple[int, d.InputFile]]) -> DataFrame:
+    """:data:`SNAPSHOTS_DDL` rows of the bare ``*.checkpoint`` copies (the name is the id)."""
+    rows = []
+    for _, f in files:
+        m = d.KRAFT_SNAPSHOT_NAME.match(f.rel.replace("\\", "/").rsplit("/", 1)[-1])
+        if m is None:
+            continue
+        rows.append((f.snapshot, f.topic, f.partition, f.broker, int(m.group("end")), int(m.group("epoch")), f.rel,
+                     False, None, None, None, None, None, None, None))
+    return local_frame(spark, rows, SNAPSHOTS_DDL)
+
+
+def all_snapshots(dumped: DataFrame, bare: DataFrame) -> DataFrame:
+    """One row per node and snapshot id, a dump's content preferred to a bare copy's name;
+    the bootstrap id (0, 0) left out."""
+    both = dumped.unionByName(bare).filter(~((F.col("end_offset") == 0) & (F.col("epoch") == 0)))
+    cols = [c for c in both.columns if c not in (*REPLICA, "end_offset", "epoch", "dumped", "file")]
+    best = both.groupBy(*REPLICA, "end_offset", "epoch").agg(
+        F.max(F.struct(F.col("dumped"), F.lit("") == F.col("file"), F.col("file"), *cols)).alias("_b"))
+    return best.select(*REPLICA, "end_offset", "epoch", F.col("_b.file").alias("file"),
+                       F.col("_b.dumped").alias("dumped"), *[F.col(f"_b.{c}").alias(c) for c in cols])
+
+
+# --- quorum-state and metadata-quorum-status.txt -------------------------------------------
+
+_QUORUM_JSON = ("leaderId int, leaderEpoch int, votedId int, data_version int, "
+                "currentVoters array<struct<voterId:int>>")
+
+
+def parse_quorum_state(lines: DataFrame, files: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """``quorum-state`` files: one line of compact JSON (KRAFT.md 1.1). A file is usable when
+    its one non-blank line is a JSON object with an integer ``leaderEpoch`` and a
+    ``data_version`` of 0 or 1 (Kafka's reader refuses others); else every line of it is
+    quarantined with the reason.
+
+    Args:
+        lines: ``file_id, line_number, text`` of those files.
+        files: ``file_id, rel, snapshot, broker, topic, partition`` of those files.
+
+    Returns:
+        ``(rows, line dispositions)``: :data:`QUORUM_DDL` rows and the per-line
+        ``file_id, line_number, disposition, error, shown, snapshot, broker, rel`` of
+        :class:`auditor.ingest.checkpoints.ParsedCheckpoints`.
+    """
+    t = F.trim(F.col("text"))
+    parsed = F.from_json(t, _QUORUM_JSON, {"mode": "PERMISSIVE"})
+    per_line = lines.select("file_id", "line_number", t.alias("t"), F.when(t != "", parsed).alias("j"),
+                            (t.startswith("{") & t.endswith("}")).alias("obj"))
+    per_file = per_line.groupBy("file_id").agg(
+        F.count(F.when(F.col("t") != "", 1)).alias("n"),
+        F.max(F.when(F.col("t") != "", F.struct(F.col("line_number"), F.col("j"), F.col("obj")))).alias("_l"))
+    j = F.col("_l.j")
+    reason = (
+        F.when(F.col("n").isNull() | (F.col("n") == 0), F.lit("empty quorum-state file"))
+        .when(F.col("n") > 1, F.lit("quorum-state holds more than one line of JSON"))
+        .when(~F.col("_l.obj") | F.col("_l.j").isNull(), F.lit("quorum-state is not a JSON object"))
+        .when(j["leaderEpoch"].isNull(), F.lit("quorum-state has no integer leaderEpoch"))
+        .when(j["data_version"].isNull() | ~j["data_version"].isin(0, 1),
+              F.lit("quorum-state data_version is not within the supported versions 0 to 1"))
+    )
+    verdict = per_file.select("file_id", F.col("_l.j").alias("j"), reason.alias("reason"))
+    f = F.broadcast(files)
+    rows = verdict.filter(F.col("reason").isNull()).join(f, "file_id").select(
+        "snapshot", "topic", "partition", F.col("broker").alias("replica"), F.col("rel").alias("file"),
+        F.col("j.leaderId").alias("leader_id"), F.col("j.leaderEpoch").alias("leader_epoch"),
+        F.col("j.votedId").alias("voted_id"), F.col("j.data_version").alias("data_version"),
+        F.when(F.col("j.data_version") == 0, F.array_sort(F.transform(
+            F.col("j.currentVoters"), lambda v: v["voterId"]))).alias("current_voters"))
+    dispositions = per_line.join(verdict.select("file_id", "reason"), "file_id", "left").join(f, "file_id").select(
+        "file_id", "line_number",
+        F.when(F.col("reason").isNotNull() & (F.col("t") != ""), "quarantined")
+        .when(F.col("t") == "", "skipped").otherwise("parsed").alias("disposition"),
+        F.when(F.col("t") != "", F.col("reason")).alias("error"),
+        F.concat(F.lit("<quorum-state line of "), F.length("t").cast("string"), F.lit(" characters>")).alias("shown"),
+        "snapshot", "broker", "rel")
+    # an empty file has no line to quarantine: it is a parse error of the file itself
+    empty = verdict.filter(F.col("reason") == "empty quorum-state file").join(f, "file_id").select(
+        "file_id", F.lit(None).cast(LongType()).alias("line_number"), F.lit("quarantined").alias("disposition"),
+        F.col("reason").alias("error"), F.lit("").alias("shown"), "snapshot", "broker", "rel")
+    return rows, dispositions.unionByName(empty)
+
+
+_STATUS_KEYS = {"HighWatermark": ("high_watermark", LongType()), "LeaderId": ("leader_id", IntegerType()),
+                "LeaderEpoch": ("leader_epoch", IntegerType())}
+
+
+def parse_quorum_status(lines: DataFrame, files: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """``metadata-quorum-status.txt``: ``Key: value`` lines of ``kafka-metadata-quorum.sh
+    describe --status``. ``HighWatermark``, ``LeaderId`` and ``LeaderEpoch`` are read (an
+    integer each); other keys are accepted and unused; any other non-blank line, or a
+    non-integer value of those three, is quarantined.
+
+    Returns:
+        ``(rows, line dispositions)`` as :func:`parse_quorum_state`.
+    """
+    t = F.trim(F.col("text"))
+    key = F.regexp_extract(t, r"^([A-Za-z][A-Za-z0-9]*):\s*(.*)$", 1)
+    value = F.regexp_extract(t, r"^([A-Za-z][A-Za-z0-9]*):\s*(.*)$", 2)
+    numeric = key.isin(*_STATUS_KEYS)
+    error = (F.when(t == "", F.lit(None))
+             .when(key == "", F.lit("not a 'Key: value' line of kafka-metadata-quorum.sh describe --status"))
+             .when(numeric & value.try_cast(LongType()).isNull(), F.format_string("%s is not an integer", key)))
+    per_line = lines.select("file_id", "line_number", t.alias("t"), key.alias("key"), value.alias("value"),
+                            error.alias("error"))
+    f = F.broadcast(files)
+    good = per_line.filter(F.col("error").isNull() & F.col("key").isin(*_STATUS_KEYS))
+    rows = good.groupBy("file_id").agg(*[
+        F.max(F.when(F.col("key") == k, F.struct(F.col("line_number"), F.col("value").try_cast(typ).alias("v"))))["v"]
+        .alias(name) for k, (name, typ) in _STATUS_KEYS.items()]).join(f, "file_id").select(
+        "snapshot", F.col("rel").alias("file"), "high_watermark", "leader_id", "leader_epoch")
+    dispositions = per_line.join(f, "file_id").select(
+        "file_id", "line_number",
+        F.when(F.col("error").isNotNull(), "quarantined").when(F.col("t") == "", "skipped")
+        .otherwise("parsed").alias("disposition"), "error",
+        F.when(F.col("key") != "", F.concat(F.col("key"), F.lit(": <value not shown>")))
+        .otherwise(F.lit("<line not shown>")).alias("shown"), "snapshot", "broker", "rel")
+    return rows, dispositions
+
+
+def empty_kraft(spark: SparkSession) -> KRaft:
+    """A :class:`KRaft` with no rows (an input without metadata log folders)."""
+    return KRaft(local_frame(spark, [], BATCHES_DDL), local_frame(spark, [], SNAPSHOTS_DDL),
+                 local_frame(spark, [], QUORUM_DDL), local_frame(spark, [], STATUS_DDL))
