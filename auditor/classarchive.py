@@ -84,7 +84,7 @@ def build(progress: Callable[[str], None] = print) -> Path | None:
     partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
     with tempfile.TemporaryDirectory(prefix="auditor-warm-up-") as tmp:
         simulate(os.path.join(tmp, "snapshot"), topics=1, partitions=2, batches=20, faults="unclean-election",
-                 seed=1)
+                 seed=1, kraft_controllers=3)
         spark = build_session(quiet=True, small_input=True,
                               extra_java_options=[f"-XX:ArchiveClassesAtExit={partial}", *QUIET])
         progress("auditing a tiny simulated snapshot to record the classes Spark loads")

@@ -26,7 +26,7 @@ from auditor.errors import (
     failure_text,
     mark_recorded,
 )
-from auditor.simulator.history import FAULTS
+from auditor.simulator import ALL_FAULTS
 from auditor.simulator.kafka_text import DEFAULT_STYLE, DUMP_STYLES
 
 logger = logging.getLogger("auditor")
@@ -96,7 +96,7 @@ def audit_command(**kwargs: Any) -> None:
               help="Batches per partition (on the leader, before incidents).")
 @click.option("--faults", default="all", show_default=True,
               help="all, none, NAME[=COUNT],... or @FILE.toml with a [faults] table of name = count. "
-                   "Names: " + ", ".join(FAULTS) + ".")
+                   "Names: " + ", ".join(ALL_FAULTS) + ".")
 @click.option("--seed", default=1, show_default=True, type=int, help="Random seed: same seed, same snapshot.")
 @click.option("--replication-factor", default=3, show_default=True, type=click.IntRange(1))
 @click.option("--min-isr", default=2, show_default=True, type=click.IntRange(1), help="min.insync.replicas.")
@@ -117,6 +117,10 @@ def audit_command(**kwargs: Any) -> None:
                    "segment, every fourth partition of the others), transactional producers with "
                    "COMMIT/ABORT markers (the third of every three topics) and a compacted "
                    "__consumer_offsets topic.")
+@click.option("--kraft-controllers", default=None, type=click.IntRange(0),
+              help="Also simulate a KRaft controller quorum of N voters (node ids after the brokers'; every "
+                   "broker an observer) and write its __cluster_metadata-0 log, snapshots and quorum-state, "
+                   "with the kraft-* faults; 0: none [default: 3 for Kafka 2.8 and later, else 0].")
 @click.option("--continue-from", "previous", default=None, type=click.Path(file_okay=False, path_type=str),
               help="Write the next snapshot of the cluster simulated in this earlier snapshot: the same "
                    "history, then --steps more batches per partition and --faults (default: none). The "
@@ -135,6 +139,7 @@ def simulate_command(ctx: click.Context, snapshot: str, previous: str | None, st
     the earlier snapshot's modification time, as a broker's rolled segments do.
     """
     from auditor.simulator import continue_simulation, simulate
+    from auditor.simulator.kraft import kraft_style_for
 
     source = click.core.ParameterSource
     given = [name for name in kwargs if ctx.get_parameter_source(name) == source.COMMANDLINE]
@@ -143,6 +148,8 @@ def simulate_command(ctx: click.Context, snapshot: str, previous: str | None, st
         if previous is None:
             if steps is not None:
                 raise InputError("--steps needs --continue-from")
+            if kwargs["kraft_controllers"] is None:
+                kwargs["kraft_controllers"] = 3 if kraft_style_for(kwargs["dump_style"]) is not None else 0
             with click.progressbar(length=kwargs["topics"] * kwargs["partitions"], label="simulating partitions",
                                    file=sys.stderr, show_pos=True) as bar:
                 summary = simulate(snapshot, progress=bar.update, **kwargs)

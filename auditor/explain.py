@@ -23,6 +23,7 @@ from rich.text import Text
 from auditor.checks.registry import REGISTRY
 from auditor.config import Config
 from auditor.errors import UsageError
+from auditor.ingest.discovery import KRAFT_TOPICS
 from auditor.sinks.runview import PartitionView, RunView, load_run
 
 SPEC_OF = {c.name: c.spec for c in REGISTRY}
@@ -33,6 +34,8 @@ LEADER_REASON = {
     "inferred": ("no metadata names a leader: the replica with the highest latest epoch of its epoch cache, "
                  "ties to the higher LEO, then the higher HWM, then the lower broker id (SPEC 4.6)"),
     "unknown": "no metadata names a leader and no replica has an epoch: no leader-against-follower check ran (SPEC 4.6)",
+    "quorum-state": ("the quorum-state files of the highest epoch (or metadata-quorum-status.txt) name it: "
+                     "KRaft's metadata log (SPEC 4.7)"),
 }
 
 
@@ -77,7 +80,10 @@ def render(view: RunView, p: PartitionView, console: Console) -> None:
     run = view.run
     console.print(Text.assemble((p.name, "bold"), f" in run {view.run_id} of cluster {run['cluster']} "
                                 f"(protocol {run['protocol']}, input {run['input']})"))
-    console.print(f"snapshot {s['snapshot']}; {s['replica_count']} replica folders; max HWM {s['max_high_watermark']}")
+    kraft = p.topic in KRAFT_TOPICS and p.partition == 0
+    bound = ("committed bound (snapshots, status file's HighWatermark; no file holds this log's HWM) "
+             if kraft else "max HWM ")
+    console.print(f"snapshot {s['snapshot']}; {s['replica_count']} replica folders; {bound}{s['max_high_watermark']}")
     leader, source = s["leader"], s["leader_source"] or "unknown"
     console.print(Text.assemble(("leader: ", "bold"), (
         f"broker {leader}, epoch {s['leader_epoch']}, LEO {s['leader_log_end_offset']}: " if leader is not None

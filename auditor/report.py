@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from auditor.checks.registry import SEVERITY_RANK
+from auditor.ingest.discovery import KRAFT_TOPICS
 from auditor.sinks.runview import PartitionView, Row, RunView, anchor, details, findings_by_check, load_run
 
 DEFAULT_MAX_DIAGRAMS = 200
@@ -90,14 +91,25 @@ def _marks(r: Row) -> list[tuple[str, int]]:
 MARK_STYLE = {
     "log-start": ("#555", "2,2", "start"), "hwm": ("#1565c0", "", "HWM"), "leo": ("#000", "", "LEO"),
     "divergence": ("#c62828", "5,3", "diverges"), "truncation": ("#ef6c00", "2,3", "truncates to"),
+    "committed": ("#2e7d32", "6,2", "committed bound"),
 }
+
+
+def _partition_marks(p: PartitionView) -> list[tuple[str, int]]:
+    """Marks drawn on every lane: KRaft's metadata log has no HWM; its committed bound C
+    (``partition_status.max_high_watermark``, SPEC 4.7) is marked instead."""
+    c = p.status.get("max_high_watermark") if p.status else None
+    if p.topic in KRAFT_TOPICS and p.partition == 0 and c is not None:
+        return [("committed", int(c))]
+    return []
 
 
 def partition_svg(p: PartitionView, width: int = 960) -> str:
     """The diagram of one partition (see the module docstring)."""
     label_w, lane_h, gap, top = 150, 34, 16, 34
     x0, x1 = label_w + 10, width - 20
-    offsets = [o for r in p.replicas for _, o in _marks(r)]
+    shared = _partition_marks(p)
+    offsets = [o for r in p.replicas for _, o in _marks(r)] + [o for _, o in shared]
     offsets += [v for row in p.lineage for v in (row["start_offset"], row["end_offset"]) if v is not None]
     if not offsets:
         offsets = [0, 1]
@@ -151,15 +163,15 @@ def partition_svg(p: PartitionView, width: int = 960) -> str:
                              f'x="{xa:.1f}" y="{y + lane_h - 10}" width="{max(1.0, xb - xa):.1f}" height="5" '
                              f'fill="{colour}" opacity="0.7"><title>epoch cache: epoch {row["epoch"]} from '
                              f'{row["start_offset"]}</title></rect>')
-        for kind, off in _marks(r):
+        for kind, off in _marks(r) + shared:
             colour, dash, text = MARK_STYLE[kind]
             x = axis.x(off)
             dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
             parts.append(f'<line class="mark {kind}" data-kind="{kind}" data-offset="{off}" x1="{x:.1f}" '
                          f'y1="{y - 4}" x2="{x:.1f}" y2="{y + lane_h - 2}" stroke="{colour}" stroke-width="2"'
                          f'{dash_attr}><title>{text} {off}</title></line>')
-            if kind in ("divergence", "truncation", "hwm"):
-                dy = {"divergence": -6, "truncation": lane_h + 6, "hwm": -6}[kind]
+            if kind in ("divergence", "truncation", "hwm", "committed"):
+                dy = {"divergence": -6, "truncation": lane_h + 6, "hwm": -6, "committed": -6}[kind]
                 anchor, tx = ("end", x - 3) if x > x1 - 70 else ("start", x + 2)
                 parts.append(f'<text x="{tx:.1f}" y="{y + dy}" font-size="9" fill="{colour}" '
                              f'text-anchor="{anchor}">{text} {off}</text>')

@@ -7,6 +7,17 @@
 #   OUT/broker=<id>/<logdir>/log-start-offset-checkpoint, recovery-point-offset-checkpoint
 #   OUT/topics-describe.txt   (with --bootstrap-server)
 #
+# KRaft (SPEC 4.7): the metadata log folder (__cluster_metadata-0, @metadata-0 on 2.8) is
+# collected on controllers and brokers alike: the names of its snapshots (empty files named
+# <end offset>-<epoch>.checkpoint: the name is the id) before the dumps, its segments and
+# snapshots dumped with --cluster-metadata-decoder (<file>.txt), leader-epoch-checkpoint and
+# quorum-state last. With --bootstrap-server (or --bootstrap-controller) the script first
+# writes OUT/metadata-quorum-status.txt (kafka-metadata-quorum.sh describe --status): its
+# HighWatermark is the only high watermark of the metadata log anyone can capture. The
+# decoder prints metadata records (configs, credentials' metadata): the auditor drops them
+# at parse time, but treat the collected folder as sensitive, or pass --no-metadata-decoder
+# (control records still print with --deep-iteration, which is what the checks read).
+#
 # With --per-broker-file the dumps of each log dir go into ONE multi-section file,
 # OUT/broker=<id>/<logdir>/kafka-dump-log.txt (one kafka-dump-log.sh run per partition,
 # over all its segments), instead of one file per segment: use it from about 10,000
@@ -18,12 +29,13 @@
 #
 # usage: collect-broker-snapshot.sh --broker-id N --log-dirs DIR[,DIR...] --out OUT
 #            [--kafka-bin DIR] [--deep-iteration] [--bootstrap-server HOST:PORT]
-#            [--per-broker-file]
+#            [--per-broker-file] [--bootstrap-controller HOST:PORT] [--no-metadata-decoder]
 set -euo pipefail
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-BROKER="" LOG_DIRS="" OUT="" KAFKA_BIN="${KAFKA_BIN:-}" DEEP="" BOOTSTRAP="" PER_BROKER=""
+BROKER="" LOG_DIRS="" OUT="" KAFKA_BIN="${KAFKA_BIN:-}" DEEP="" BOOTSTRAP="" PER_BROKER="" CONTROLLER=""
+META_DECODER="--cluster-metadata-decoder"
 while [ $# -gt 0 ]; do
     case "$1" in
         --broker-id) BROKER="$2"; shift 2 ;;
@@ -33,6 +45,8 @@ while [ $# -gt 0 ]; do
         --deep-iteration) DEEP="--deep-iteration"; shift ;;
         --bootstrap-server) BOOTSTRAP="$2"; shift 2 ;;
         --per-broker-file) PER_BROKER=1; shift ;;
+        --bootstrap-controller) CONTROLLER="$2"; shift 2 ;;
+        --no-metadata-decoder) META_DECODER="--deep-iteration"; shift ;;
         -h|--help) usage ;;
         *) echo "collect: unknown argument $1" >&2; usage ;;
     esac
@@ -57,6 +71,31 @@ IFS=',' read -r -a DIRS <<< "$LOG_DIRS"
 
 copy_if_present() { if [ -f "$1" ]; then cp "$1" "$2"; fi; }
 
+# 0. KRaft: the quorum's status (its HighWatermark) before anything else
+if [ -n "$BOOTSTRAP" ] || [ -n "$CONTROLLER" ]; then
+    QUORUM="${KAFKA_BIN:+$KAFKA_BIN/}kafka-metadata-quorum.sh"
+    if [ -n "$CONTROLLER" ]; then target=(--bootstrap-controller "$CONTROLLER"); else target=(--bootstrap-server "$BOOTSTRAP"); fi
+    if command -v "$QUORUM" >/dev/null 2>&1 || [ -x "$QUORUM" ]; then
+        "$QUORUM" "${target[@]}" describe --status > "$OUT/metadata-quorum-status.txt" 2>/dev/null || {
+            rm -f "$OUT/metadata-quorum-status.txt"
+            echo "collect: kafka-metadata-quorum.sh describe --status failed (a ZooKeeper cluster?): skipped" >&2; }
+    fi
+fi
+
+# KRaft's metadata log folder: snapshot names first, then the dumps with the decoder
+collect_metadata() {
+    local part="$1" dest="$2" f
+    for f in "$part"/*.checkpoint; do
+        [ -f "$f" ] || continue
+        : > "$dest/$(basename "$f")"
+    done
+    for f in "$part"/*.log "$part"/*.checkpoint; do
+        [ -f "$f" ] || continue
+        "${DUMP[@]}" --files "$f" $META_DECODER > "$dest/$(basename "$f").txt" \
+            2> "$dest/$(basename "$f").stderr" || echo "collect: kafka-dump-log.sh failed on $f (kept its output)" >&2
+    done
+}
+
 i=0
 for dir in "${DIRS[@]}"; do
     [ -d "$dir" ] || { echo "collect: log dir $dir does not exist" >&2; exit 2; }
@@ -70,10 +109,12 @@ for dir in "${DIRS[@]}"; do
     parts=0 segs=0
     for part in "$dir"/*-[0-9]*/; do
         part="${part%/}"; pname="$(basename "$part")"
-        case "$pname" in *-delete|*-future|*-stray|__cluster_metadata-*) continue ;; esac
+        case "$pname" in *-delete|*-future|*-stray) continue ;; esac
         [[ "$pname" =~ ^.+-[0-9]+$ ]] || continue
         mkdir -p "$DEST/$name/$pname"
-        if [ -n "$PER_BROKER" ]; then
+        if [ "$pname" = "__cluster_metadata-0" ] || [ "$pname" = "@metadata-0" ]; then
+            collect_metadata "$part" "$DEST/$name/$pname"
+        elif [ -n "$PER_BROKER" ]; then
             # one run over every segment of the partition, appended to the log dir's file;
             # each section's "Dumping <dir>/<topic>-<partition>/<segment>.log" header names
             # its partition (SPEC 3.1: a per-broker file takes the partition from the header)
@@ -105,6 +146,8 @@ for dir in "${DIRS[@]}"; do
         part="${part%/}"; pname="$(basename "$part")"
         [ -d "$DEST/$name/$pname" ] || continue
         copy_if_present "$part/leader-epoch-checkpoint" "$DEST/$name/$pname/"
+        # KRaft: written before a node acts in a new epoch, so copied after the log
+        copy_if_present "$part/quorum-state" "$DEST/$name/$pname/"
     done
 done
 

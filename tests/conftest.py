@@ -17,7 +17,7 @@ DUMPS = FIXTURES / "dumps"
 #: Test files that take minutes go first. ``scripts/test.sh`` runs two pytest processes
 #: (pytest-xdist, ``--dist loadfile``: files are handed out in collection order), and a long
 #: file handed out last keeps one process busy after the other has finished.
-SLOW_FIRST = ("test_incremental.py", "test_cluster.py", "test_concurrency.py", "test_checks.py",
+SLOW_FIRST = ("test_incremental.py", "test_cluster.py", "test_kraft_simulation.py", "test_concurrency.py", "test_checks.py",
               "test_overtime.py", "test_run.py", "test_seed_cases.py", "test_simulator_precision.py")
 
 

@@ -35,6 +35,9 @@ def test_collects_the_spec_layout(tmp_path: Path) -> None:
     write(logs / "orders-0" / "00000000000000000100.log", "binary")
     write(logs / "orders-2.6f1d-delete" / "00000000000000000000.log", "binary")
     write(logs / "__cluster_metadata-0" / "00000000000000000000.log", "binary")
+    write(logs / "__cluster_metadata-0" / "00000000000000000042-0000000003.checkpoint", "binary")
+    write(logs / "__cluster_metadata-0" / "leader-epoch-checkpoint", "0\n1\n3 0\n")
+    write(logs / "__cluster_metadata-0" / "quorum-state", '{"leaderId":1,"leaderEpoch":3,"data_version":0}')
     write(logs / "replication-offset-checkpoint", "0\n1\norders 0 5\n")
     write(logs / "recovery-point-offset-checkpoint", "0\n0\n")
     write(logs / "meta.properties", "broker.id=4\n")
@@ -49,8 +52,15 @@ def test_collects_the_spec_layout(tmp_path: Path) -> None:
         capture_output=True, text=True, env=env, check=False)
     assert result.returncode == 0, result.stderr
     calls = (tmp_path / "calls").read_text().splitlines()
-    assert len(calls) == 4 and all(c.endswith("--deep-iteration") for c in calls)
-    assert not any("print-data-log" in c or "delete" in c or "__cluster_metadata" in c for c in calls)
+    data_calls = [c for c in calls if "__cluster_metadata" not in c]
+    assert len(data_calls) == 4 and all(c.endswith("--deep-iteration") for c in data_calls)
+    assert not any("print-data-log" in c or "delete" in c for c in calls)
+    # the metadata log: its segment and its snapshot, with the decoder (SPEC 4.7)
+    meta_calls = sorted(c for c in calls if "__cluster_metadata" in c)
+    assert len(meta_calls) == 2 and all(c.endswith("--cluster-metadata-decoder") for c in meta_calls)
+    meta = out / "broker=4" / "logdir0-kafka-logs" / "__cluster_metadata-0"
+    assert (meta / "00000000000000000042-0000000003.checkpoint").read_bytes() == b""  # the name only
+    assert (meta / "quorum-state").exists()
     # every dump ran after the HWM checkpoint was copied and before any epoch checkpoint was
     assert set((tmp_path / "calls.hwm").read_text().split()) == {"1"}
     assert set((tmp_path / "calls.epochs").read_text().split()) == {"0"}
@@ -59,7 +69,9 @@ def test_collects_the_spec_layout(tmp_path: Path) -> None:
     assert kinds == sorted([
         (d.DUMP, "__consumer_offsets", 7), (d.DUMP, "orders", 0), (d.DUMP, "orders", 0), (d.DUMP, "orders", 1),
         (d.LEADER_EPOCH, "__consumer_offsets", 7), (d.LEADER_EPOCH, "orders", 0), (d.LEADER_EPOCH, "orders", 1),
-        (d.HWM, None, None), (d.RECOVERY_POINT, None, None)])
+        (d.HWM, None, None), (d.RECOVERY_POINT, None, None),
+        *[(kind, "__cluster_metadata", 0) for kind in (d.DUMP, d.DUMP, d.KRAFT_SNAPSHOT_FILE, d.LEADER_EPOCH,
+                                                     d.QUORUM_STATE)]])
     assert all(f.broker == 4 for f in found.files)
 
 

@@ -17,6 +17,7 @@ from auditor.semantics.kraft import truncate_kraft
 from auditor.simulator.kafka_text import content_crc
 from auditor.simulator.kraft_text import KRaftStyle, MetaBatch, QuorumState
 from tests import reference as ref
+from tests.conftest import copy_fixture
 from tests.kraft_fixtures import Node, data, epoch_log, leader_change, write_kraft
 
 pytestmark = pytest.mark.spark
@@ -130,7 +131,7 @@ def test_model_worked_examples() -> None:
 
 def _snapshots(root: Path) -> dict[str, Path]:
     return {name: root / f"snapshot=2026-01-0{i + 1}T00:00:00" for i, name in enumerate(
-        ("healthy", "elections", "epochs", "snapshots", "truncation", "v28"))}
+        ("healthy", "elections", "epochs", "snapshots", "truncation", "v28", "real"))}
 
 
 @pytest.fixture(scope="module")
@@ -197,6 +198,14 @@ def kraft_run(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
         3: Node([f3], quorum=QuorumState(1, 3, voters=voters)),
         4: Node([f4], quorum=QuorumState(1, 3, voters=voters)),
     })
+    # real: Kafka's own text (KRAFT.md section 2): a single voter's first segment (PR #19729)
+    # and the 3.3 bootstrap snapshot (0, 0) (PR #12084), whose batches never enter the log
+    folder = at["real"] / "broker=1" / "meta" / f"{META}-0"
+    folder.mkdir(parents=True)
+    for name in ("kraft-4.0-metadata-segment.txt", "kraft-3.3-bootstrap-snapshot.txt"):
+        copy_fixture(name, folder)
+    (folder / "leader-epoch-checkpoint").write_text("0\n1\n1 0\n")
+    (folder / "quorum-state").write_text(QuorumState(1, 1, voters=(1,), data_version=1).text())
     snap = load_snapshot(spark, str(root))
     tables = audit(snap)
     label = {datetime(2026, 1, i + 1): name for i, name in enumerate(_snapshots(root))}
@@ -223,6 +232,18 @@ def test_healthy_metadata_log_has_no_warning(kraft_run) -> None:  # type: ignore
     assert {r["high_watermark"] for r in reps.values()} == {None}
     assert {r["in_isr"] for r in reps.values()} == {None}
     assert reps[2]["role"] == "leader" and reps[1]["status"] == "in_sync" and reps[4]["status"] == "lagging"
+
+
+def test_real_kafka_text(kraft_run) -> None:  # type: ignore[no-untyped-def]
+    """Kafka's own dump text of a metadata segment and a bootstrap snapshot: no parse error,
+    no finding, the snapshot's batches kept out of the log."""
+    assert not [p for p in kraft_run["parse_errors"] if p["snapshot"] == "real"]
+    assert not [f for f in kraft_run["findings"] if f["snapshot"] == "real"]
+    (rep,) = [r for r in kraft_run["replica_status"] if r["snapshot"] == "real"]
+    assert (rep["role"], rep["log_end_offset"], rep["batch_count"], rep["record_count"], rep["latest_epoch"]) == (
+        "leader", 5, 3, 5, 1)
+    part = next(p for p in kraft_run["partition_status"] if p["snapshot"] == "real")
+    assert (part["leader_source"], part["max_high_watermark"]) == ("quorum-state", None)  # (0, 0) is no snapshot
 
 
 def test_kafka_28_metadata_folder(kraft_run) -> None:  # type: ignore[no-untyped-def]
@@ -285,3 +306,19 @@ def test_truncation_and_pair_checks(kraft_run) -> None:  # type: ignore[no-untyp
     assert json.loads(fetch["details"])["protocol"] == "kraft"
     # no MISSING_INPUT for the absent HWM anywhere
     assert not [f for f in kraft_run["findings"] if f["check"] == "MISSING_INPUT"]
+
+
+def test_report_marks_the_committed_bound() -> None:
+    """The metadata partition's lanes carry its committed bound C (it has no HWM)."""
+    from auditor.report import partition_svg
+    from auditor.sinks.runview import PartitionView
+
+    replicas = [{"replica": n, "role": role, "in_isr": None, "status": role, "log_start_offset": 0,
+                 "high_watermark": None, "log_end_offset": 20, "divergence_offset": None, "truncation_offset": None}
+                for n, role in ((1, "leader"), (2, "follower"))]
+    status = {"max_high_watermark": 15, "leader": 1}
+    svg = partition_svg(PartitionView(META, 0, status, replicas, [], []))
+    assert svg.count('data-kind="committed" data-offset="15"') == 2
+    assert 'data-kind="hwm"' not in svg
+    other = partition_svg(PartitionView("orders", 0, status, replicas, [], []))
+    assert 'data-kind="committed"' not in other

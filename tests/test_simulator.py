@@ -14,8 +14,9 @@ from click.testing import CliRunner
 
 from auditor.cli import main
 from auditor.errors import InputError
-from auditor.simulator import parse_faults, simulate
+from auditor.simulator import ALL_FAULTS, parse_faults, simulate
 from auditor.simulator.history import FAULTS
+from auditor.simulator.kraft import KRAFT_FAULTS
 from auditor.simulator.model import EpochCache, Log, epoch_truncation, kip101_truncation
 
 
@@ -116,7 +117,7 @@ def test_healthy_cluster_expects_nothing_above_info(tmp_path: Path) -> None:
 def test_fault_specs(tmp_path: Path) -> None:
     assert parse_faults("none") == {}
     assert parse_faults("unclean-election=2, torn-tail") == {"unclean-election": 2, "torn-tail": 1}
-    assert sum(parse_faults("all").values()) == len(FAULTS)
+    assert sum(parse_faults("all").values()) == len(ALL_FAULTS) == len(FAULTS) + len(KRAFT_FAULTS)
     toml = tmp_path / "f.toml"
     toml.write_text('[faults]\nlossy-shutdown = 3\nall = 1\n')
     assert parse_faults(f"@{toml}")["lossy-shutdown"] == 4
@@ -152,6 +153,24 @@ def test_cli_simulate_and_errors(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "unknown fault 'meteor'" in bad.output
     old = runner.invoke(main, ["simulate", str(tmp_path / "u"), "--kafka-version", "2.1", "--records"])
     assert old.exit_code == 2 and "2.2 or later" in old.output
+    # a KRaft quorum by default from Kafka 2.8 (3 controllers, node ids after the brokers')
+    assert (tmp_path / "s" / "broker=5" / "meta" / "__cluster_metadata-0" / "quorum-state").exists()
+    assert (tmp_path / "s" / "metadata-quorum-status.txt").exists()
+    zk = runner.invoke(main, ["simulate", str(tmp_path / "v"), "--kafka-version", "2.1"])
+    assert zk.exit_code == 0 and not list((tmp_path / "v").glob("broker=*/meta"))
+    no_kraft = runner.invoke(main, ["simulate", str(tmp_path / "w"), "--kafka-version", "2.1", "--kraft-controllers", "3"])
+    assert no_kraft.exit_code == 2 and "2.8 or later" in no_kraft.output
+
+
+def test_kraft_quorum_is_deterministic_and_takes_every_fault(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        simulate(tmp_path / name, topics=1, partitions=1, faults="all", seed=9, kraft_controllers=3)
+    assert _files(tmp_path / "a").keys() == _files(tmp_path / "b").keys()
+    assert all(v[0] == _files(tmp_path / "b")[k][0] for k, v in _files(tmp_path / "a").items())
+    doc = json.loads((tmp_path / "a" / "expected_findings.json").read_text())
+    assert {f["fault"] for f in doc["faults"] if f["topic"] == "__cluster_metadata"} == set(KRAFT_FAULTS)
+    # 3 controllers and 3 brokers: 5 followers of the metadata log, each with an expectation
+    assert len([r for r in doc["replicas"] if r["topic"] == "__cluster_metadata"]) == 5
 
 
 def _files(root: Path) -> dict[str, tuple[bytes, int]]:

@@ -41,12 +41,17 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 from auditor.simulator.history import FAULTS, PartitionHistory, continue_partition, simulate_partition
+from auditor.simulator.kraft import KRAFT_FAULTS, kraft_style_for, simulate_quorum
 from auditor.simulator.model import BatchRef
 from auditor.simulator.truth import checkpoint_entries, partition_truth
 
 LOG_DIR = "/var/lib/kafka/data"
 TOPIC_NAMES = ("orders", "payments", "clicks", "inventory", "shipments", "invoices", "sessions", "audit-log")
 BASE_TIMESTAMP = 1_763_000_000_000
+
+
+#: The partition faults and the KRaft quorum's (``--kraft-controllers``).
+ALL_FAULTS = FAULTS + KRAFT_FAULTS
 
 
 def parse_faults(spec: str | None) -> Counter[str]:
@@ -56,7 +61,7 @@ def parse_faults(spec: str | None) -> Counter[str]:
         return Counter()
     spec = spec.strip()
     if spec == "all":
-        return Counter({f: 1 for f in FAULTS})
+        return Counter({f: 1 for f in ALL_FAULTS})
     items: dict[str, object]
     if spec.startswith("@"):
         path = spec[1:]
@@ -79,11 +84,11 @@ def parse_faults(spec: str | None) -> Counter[str]:
     counts: Counter[str] = Counter()
     for name, count in items.items():
         if name == "all":
-            for f in FAULTS:
+            for f in ALL_FAULTS:
                 counts[f] += _count(name, count)
             continue
-        if name not in FAULTS:
-            raise InputError(f"unknown fault {name!r}; known: all, {', '.join(FAULTS)}")
+        if name not in ALL_FAULTS:
+            raise InputError(f"unknown fault {name!r}; known: all, {', '.join(ALL_FAULTS)}")
         counts[name] += _count(name, count)
     return counts
 
@@ -238,6 +243,15 @@ class _Writer:
         for f in followers:
             self.followers.write(json.dumps(f.as_json()) + "\n")
         self.claims_seen.update(c.check for c in claims)
+
+    def kraft(self, claims: list[dict[str, object]], followers: list[dict[str, object]], files: int) -> None:
+        """The ground truth of the KRaft metadata log (written by :mod:`auditor.simulator.kraft`)."""
+        for c in claims:
+            self.findings.write(json.dumps(c) + "\n")
+        for f in followers:
+            self.followers.write(json.dumps(f) + "\n")
+        self.claims_seen.update(str(c["check"]) for c in claims)
+        self.summary_files += files
 
     def _segments(self, h: PartitionHistory, broker: int) -> Iterator[tuple[int, list[Batch]]]:
         """The replica's batches as dump batches, ``segment_batches`` per segment."""
@@ -438,7 +452,8 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
              dump_style: str = DEFAULT_STYLE, records: bool = False, segment_batches: int = 500,
              topic_prefix: str = "", progress: Callable[[int], None] | None = None,
              dump_layout: str = "per-segment",
-             continuations: list[dict[str, object]] | None = None, shapes: bool = True) -> SimulationSummary:
+             continuations: list[dict[str, object]] | None = None, shapes: bool = True,
+             kraft_controllers: int = 0) -> SimulationSummary:
     """Simulate and write a snapshot under ``root`` (which must not hold one already).
 
     Args:
@@ -457,6 +472,9 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
             transactional producers, with COMMIT and ABORT markers, on the third of every
             three topics (:func:`transactional_producer`); and a compacted
             ``__consumer_offsets`` topic (:func:`cleaned`).
+        kraft_controllers: also simulate a KRaft controller quorum of this many voters (node
+            ids after the brokers'; every broker an observer) and write its metadata log
+            (:mod:`auditor.simulator.kraft`), with the ``kraft-*`` faults; 0: none.
         continuations: later snapshots of the same cluster, in order: each
             ``{"batches": N, "faults": SPEC}`` adds about N batches per partition and then
             its faults (:func:`continue_simulation` builds them from an earlier snapshot).
@@ -473,6 +491,12 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
         raise InputError(f"{base} exists and is not empty; simulate writes a fresh snapshot")
     base.mkdir(parents=True, exist_ok=True)
     counts = parse_faults(faults)
+    kraft_faults = [f for f in KRAFT_FAULTS if counts.pop(f, 0) > 0]
+    kraft_style = kraft_style_for(dump_style)
+    if kraft_controllers and kraft_style is None:
+        raise InputError(f"--kraft-controllers needs Kafka 2.8 or later (--kafka-version {dump_style} has no KRaft)")
+    if kraft_controllers < 0:
+        raise InputError("--kraft-controllers must be at least 0")
     rf = min(replication_factor, brokers)
     if topic_prefix and not all(c.isalnum() or c in "._-" for c in topic_prefix):
         raise InputError(f"--topic-prefix {topic_prefix!r}: only letters, digits, '.', '_' and '-' are allowed in topic names")
@@ -531,12 +555,24 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
             summary.replicas += len(replicas)
             summary.partitions += 1
             index += 1
+    if kraft_controllers and kraft_style is not None:
+        quorum, claims, followers, files = simulate_quorum(base, kraft_controllers, brokers, batches // 2,
+                                                           kraft_faults, seed, kraft_style)
+        writer.kraft(claims, followers, files)
+        for fault in quorum.applied:
+            summary.faults[fault] += 1
+            applied.append({"fault": fault, "topic": "__cluster_metadata", "partition": 0})
+        summary.faults_skipped.update(Counter(kraft_faults) - Counter(quorum.applied))
+        summary.partitions += 1
+        summary.replicas += len(quorum.nodes)
+    else:
+        summary.faults_skipped.update(Counter(kraft_faults))
     writer.close(seed, applied)
     settings = {"brokers": brokers, "topics": topics, "partitions": partitions, "batches": batches,
                 "faults": faults, "seed": seed, "replication_factor": replication_factor, "min_isr": min_isr,
                 "dump_style": dump_style, "records": records, "segment_batches": segment_batches,
                 "topic_prefix": topic_prefix, "dump_layout": dump_layout, "continuations": continuations or [],
-                "shapes": shapes}
+                "shapes": shapes, "kraft_controllers": kraft_controllers}
     with open(base / SETTINGS_FILE, "w", encoding="utf-8") as out:
         json.dump({"generator": "auditor simulate", **settings}, out, indent=1)
         out.write("\n")
