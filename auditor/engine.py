@@ -45,7 +45,13 @@ from auditor.ingest.kraft import is_kraft
 from auditor.ingest.model import Snapshot
 from auditor.materialise import materialise, new_work_dir
 from auditor.semantics import lineage
-from auditor.semantics.kraft import committed_bound, kraft_inputs, named_leaders, own_snapshot_bound
+from auditor.semantics.kraft import (
+    committed_bound,
+    kraft_inputs,
+    named_leaders,
+    own_snapshot_bound,
+    truncate_kraft,
+)
 from auditor.semantics.leader import choose_leaders
 from auditor.sinks import schemas
 from auditor.spark import one_partition, union_all
@@ -254,7 +260,6 @@ def audit(
     compared = _cut(previous=previous_observations(current, snapshot.snapshots, history),
                     pairs=build_pairs(facts, cache, scope))
     pairs = compared["pairs"]
-    main_pairs = pairs.filter(~in_kraft) if kraft is not None else pairs
     # Leader against follower on the window summaries; the batches of the windows where they
     # differ, of the windows truncation looks into, and of irregular replicas, read exactly.
     evaluable = pairs.filter(~F.col("epochless")) if chosen in EPOCH_PROTOCOLS else pairs
@@ -271,24 +276,22 @@ def audit(
     drilled = union_all([first, second])
     read_windows = union_all([wanted, windows.join(irregular, KEY, "left_semi").select(*KEY, "win")])
     whole = drilled.join(irregular, KEY, "left_semi")
+    # KRaft's metadata log is truncated by the kraft protocol (SPEC 4.7), whatever `chosen`
+    kraft_trunc = {"kraft_trunc": truncate_kraft(
+        pairs.filter(in_kraft & ~F.col("epochless")),
+        kraft_inputs(pairs.filter(in_kraft), kraft.snapshots, whole.filter(in_kraft)), whole.filter(in_kraft))} \
+        if kraft is not None else {}
     per_log = _cut(
+        **kraft_trunc,
         rebuilt=union_all([regular_rebuilt_cache(epochs, reps), lineage.rebuilt_cache(whole)]),
         log_lineage=union_all([regular_lineage(epochs, reps), lineage.log_lineage(whole)]),
         counts=whole.groupBy(*KEY).agg(F.count(F.lit(1)).cast("bigint").alias("batch_count"),
                                        F.sum("record_count").cast("bigint").alias("record_count")),
         seg_ends=segment_ends(summaries, snapshot.sections))
     rebuilt, log_lineage = per_log["rebuilt"], per_log["log_lineage"]
-    judged = {"verdicts": follower_verdicts(
-        main_pairs, drilled, chosen, snapshot_starts=snapshot.format == "etcd", differing=differing, answers=answers,
-        windows=windows, read_windows=read_windows)}
-    if kraft is not None:
-        kraft_pairs = pairs.filter(in_kraft)
-        judged["kraft_verdicts"] = follower_verdicts(
-            kraft_pairs, drilled, "kraft", differing=differing, answers=answers, windows=windows,
-            read_windows=read_windows, kraft=kraft_inputs(kraft_pairs, kraft.snapshots, whole.filter(in_kraft)))
-    cut_verdicts = _cut(**judged)
-    verdicts = cut_verdicts["verdicts"]
-    kraft_verdicts = cut_verdicts.get("kraft_verdicts")
+    verdicts = _cut(verdicts=follower_verdicts(
+        pairs, drilled, chosen, snapshot_starts=snapshot.format == "etcd", differing=differing, answers=answers,
+        windows=windows, read_windows=read_windows, kraft=per_log.get("kraft_trunc")))["verdicts"]
     over_time = over_time_findings(current, compared["previous"], facts, log_lineage, history)
     usable_checkpoint = snapshot.epoch_cache.join(
         snapshot.replicas.filter(F.col("epoch_file_usable")).select(*KEY), KEY)
@@ -300,8 +303,7 @@ def audit(
             usable_checkpoint.join(facts.filter(~F.col("epochless")).select(*KEY), KEY), rebuilt, facts, scope),
         replica_checks.missing_inputs(facts, snapshot.format != "kafka"),
         pair_findings(verdicts, chosen),
-        *([pair_findings(kraft_verdicts, "kraft"), kraft_findings(kraft, facts.filter(in_kraft))]
-          if kraft_verdicts is not None else []),
+        *([kraft_findings(kraft, facts.filter(in_kraft))] if kraft is not None else []),
         replica_checks.compacted_cache_disagreements(pairs, cache),
         isr_incomplete(facts, drilled, scope, differing, answers),
         partition_findings(leaders, facts),
@@ -313,11 +315,11 @@ def audit(
         raw_findings.join(leaders.select(*PARTITION, "leader"), PARTITION, "left"), config),
         cluster, over_time.previous, over_time.p_days, history))["findings"]
 
-    follower_rows = union_all([v.select(
+    follower_rows = verdicts.select(
         *KEY, "divergence_offset", "truncation_offset", "truncation_rounds",
         F.when(F.col("evaluated") & ~F.col("missing_hwm"), F.coalesce(F.col("removed_records"), F.lit(0)))
         .alias("records_to_truncate"),
-        follower_status(v).alias("follower_status")) for v in (verdicts, kraft_verdicts) if v is not None])
+        follower_status(verdicts).alias("follower_status"))
     counted = per_log["counts"].select(*KEY, F.col("batch_count").alias("_bc"), F.col("record_count").alias("_rc"))
     replica_rows = facts.join(follower_rows, KEY, "left").join(counted, KEY, "left").select(
         *[c for c in facts.columns if c not in ("batch_count", "record_count", "high_watermark")],

@@ -64,4 +64,4 @@ def test_the_faults_leave_their_evidence(simulated) -> None:  # type: ignore[no-
     _, _, found, _, _ = simulated
     checks = {f.check for f in found if RUNS[_label(f.snapshot)][1] != "none"}
     assert checks >= {"CORRUPT_BATCH", "KRAFT_SNAPSHOT_INVALID", "KRAFT_SNAPSHOT_MISSING", "KRAFT_QUORUM_STATE_BEHIND",
-                      "SAME_EPOCH_CONFLICT", "SILENT_DIVERGENCE", "LEADER_INCOMPLETE", "DIVERGENT_SUFFIX"}, checks
+                      "SAME_EPOCH_CONFLICT", "SILENT_DIVERGENCE", "LEADER_INCOMPLETE", "DIVERGENT_SUFFIX"}, sorted(checks)

@@ -15,7 +15,8 @@ from auditor.semantics.divergence import (
     same_epoch_conflicts,
 )
 from auditor.semantics.eoe import cache_arrays
-from auditor.semantics.kraft import truncate_kraft
+from auditor.ingest.kraft import is_kraft
+from auditor.semantics.kraft import SNAPSHOT_ID
 from auditor.semantics.truncation import least_strict, truncate_epoch, truncate_one_step
 from auditor.spark import union_all
 
@@ -70,9 +71,10 @@ def follower_verdicts(pairs: DataFrame, batches: DataFrame, protocol: str, snaps
             (:func:`auditor.compare.windows.summary_answers`): ``first_other``, the first
             offset the follower holds that the leader does not hold at all.
         windows: the window summaries; read_windows: ``KEY, win`` of the windows in ``batches``.
-        kraft: for ``protocol == "kraft"`` (KRaft's metadata log, SPEC 4.7):
-            :func:`auditor.semantics.kraft.kraft_inputs` of ``pairs``. The rows then carry
-            ``fetch_snapshot``.
+        kraft: when the input has KRaft's metadata log (SPEC 4.7): its pairs' truncation by
+            the ``kraft`` protocol (:func:`auditor.semantics.kraft.truncate_kraft`, best a
+            stored frame: its plan is large), used whatever ``protocol`` says. The rows then
+            carry ``protocol`` (per row) and ``fetch_snapshot``.
     """
     sides = pairs.select(*PARTITION, F.col("replica").alias("follower"), "leader", "lso", "hmax", "compacted").join(
         differing.select(*PARTITION, F.col("replica").alias("follower"), "leader", "win"),
@@ -85,10 +87,9 @@ def follower_verdicts(pairs: DataFrame, batches: DataFrame, protocol: str, snaps
         F.col("divergence_offset").isNotNull())
     conflicts = same_epoch_conflicts(compared, "follower", "leader").withColumnRenamed("follower", "replica")
     evaluable = pairs.filter(~F.col("epochless")) if protocol in EPOCH_PROTOCOLS else pairs
-    if protocol == "kraft":
-        assert kraft is not None
-        trunc = truncate_kraft(evaluable, kraft, batches)
-    elif protocol == "epoch":
+    if kraft is not None:
+        evaluable = evaluable.filter(~is_kraft())
+    if protocol == "epoch":
         trunc = truncate_epoch(evaluable, batches)
     elif protocol == "raft":
         raft = raft_offsets(compared, "follower", "leader", snapshot_starts).withColumnRenamed(
@@ -97,16 +98,21 @@ def follower_verdicts(pairs: DataFrame, batches: DataFrame, protocol: str, snaps
         trunc = truncate_one_step(evaluable, batches, protocol, raft)
     else:
         trunc = truncate_one_step(evaluable, batches, protocol)
+    if kraft is not None:
+        trunc = trunc.select("*", F.lit(None).cast(SNAPSHOT_ID).alias("fetch_snapshot")).unionByName(kraft)
     evaluated = trunc.withColumn("evaluated", F.lit(True))
     records = removed_records(trunc.select(*KEY, "truncation_offset").filter(F.col("truncation_offset").isNotNull()),
                               windows, batches, read_windows)
-    return (
+    verdicts = (
         pairs.join(d, KEY, "left")
         .join(conflicts.drop("leader"), KEY, "left")
         .join(evaluated, KEY, "left")
         .join(records, KEY, "left")
         .withColumn("evaluated", F.coalesce(F.col("evaluated"), F.lit(False)))
     )
+    if kraft is not None:
+        verdicts = verdicts.withColumn("protocol", F.when(is_kraft(), F.lit("kraft")).otherwise(F.lit(protocol)))
+    return verdicts
 
 
 def follower_status(v: DataFrame) -> Column:
@@ -129,10 +135,15 @@ def fetches_snapshot(v: DataFrame) -> Column:
     return F.col("fetch_snapshot").isNotNull() if "fetch_snapshot" in v.columns else F.lit(False)
 
 
+def _protocol(protocol: str, v: DataFrame) -> Column:
+    """The protocol of a verdict row: its own column when rows differ (KRaft's metadata log)."""
+    return F.col("protocol") if "protocol" in v.columns else F.lit(protocol)
+
+
 def _details(protocol: str, v: DataFrame) -> Column:
     extra = [F.col("fetch_snapshot")] if "fetch_snapshot" in v.columns else []
     return F.struct(
-        F.lit(protocol).alias("protocol"), "leader", F.col("f_leo").alias("follower_log_end_offset"),
+        _protocol(protocol, v).alias("protocol"), "leader", F.col("f_leo").alias("follower_log_end_offset"),
         F.col("l_leo").alias("leader_log_end_offset"), F.col("f_hwm").alias("follower_high_watermark"),
         F.col("l_hwm").alias("leader_high_watermark"), F.col("f_log_start").alias("log_start_offset"),
         F.col("f_lso").alias("local_log_start_offset"), F.col("l_log_start").alias("leader_log_start_offset"),
@@ -146,6 +157,7 @@ def pair_findings(v: DataFrame, protocol: str) -> DataFrame:
     d, t, leo_f, leo_l = F.col("divergence_offset"), F.col("truncation_offset"), F.col("f_leo"), F.col("l_leo")
     judged = v.filter(F.col("evaluated") & ~F.col("missing_hwm"))
     details = _details(protocol, v)
+    proto = _protocol(protocol, v)
     # SPEC 4.7: after FETCH_SNAPSHOT the follower restarts from the leader's snapshot, so a
     # divergence is a divergent suffix, never over-truncation or silent divergence
     fs = fetches_snapshot(v)
@@ -168,19 +180,19 @@ def pair_findings(v: DataFrame, protocol: str) -> DataFrame:
             snap_field("end_offset"), snap_field("epoch")))
         .otherwise(F.format_string(
             "Follower %d diverges from leader %d from offset %d; %s truncation to %d removes exactly "
-            "the differing records%s.", F.col("replica"), F.col("leader"), d, F.lit(protocol), t, resume_note)),
+            "the differing records%s.", F.col("replica"), F.col("leader"), d, proto, t, resume_note)),
         details)
     over = finding(
         judged.filter(t.isNotNull() & (d.isNull() | (t < d)) & ~fs), "OVER_TRUNCATION", "WARNING", t,
         F.coalesce(d, leo_f), None,
         F.format_string("Follower %d would truncate to %d under %s although its records up to %s match leader "
-                        "%d%s.", F.col("replica"), t, F.lit(protocol), s(F.coalesce(d, leo_f) - 1),
+                        "%d%s.", F.col("replica"), t, proto, s(F.coalesce(d, leo_f) - 1),
                         F.col("leader"), resume_note), details)
     silent = finding(
         judged.filter(d.isNotNull() & (t.isNull() | (t > d)) & ~fs), "SILENT_DIVERGENCE", "CRITICAL", d,
         F.coalesce(t, leo_f), None,
         F.format_string("Follower %d differs from leader %d from offset %d but %s truncation %s, so it keeps "
-                        "records the leader does not have.", F.col("replica"), F.col("leader"), d, F.lit(protocol),
+                        "records the leader does not have.", F.col("replica"), F.col("leader"), d, proto,
                         F.when(t.isNull(), F.lit("removes nothing")).otherwise(F.format_string("stops at %d", t))),
         details)
     conflict = finding(
@@ -208,7 +220,7 @@ def pair_findings(v: DataFrame, protocol: str) -> DataFrame:
             F.col("f_hwm") - 1))
         .otherwise(F.format_string(
             "Follower %d would truncate to %d under %s, deleting offsets up to %d that it had seen "
-            "committed (HWM %d).", F.col("replica"), t, F.lit(protocol), F.col("f_hwm") - 1, F.col("f_hwm"))),
+            "committed (HWM %d).", F.col("replica"), t, proto, F.col("f_hwm") - 1, F.col("f_hwm"))),
         details)
     return union_all([lag, suffix, over, silent, conflict, matching, loss])
 

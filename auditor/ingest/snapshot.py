@@ -30,6 +30,7 @@ from auditor.ingest.kraft import (
     parse_kraft_dumps,
     parse_quorum_state,
     parse_quorum_status,
+    read_kraft_groups,
     snapshot_files,
 )
 from auditor.ingest.dumps import dedupe_segments
@@ -122,7 +123,7 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
     kraft_files = [(i, f) for i, f in indexed if f.kind in KRAFT_KINDS or (
         f.kind == d.DUMP and f.topic is not None and f.partition is not None
         and d.is_kraft_folder(f.topic, f.partition))]
-    kraft_frames, kraft_lines = _kraft_frames(spark, kraft_files, small, files) if kraft_files else ({}, None)
+    kraft_scan, kraft_lines = _kraft_scan(spark, kraft_files, small, files) if kraft_files else ({}, None)
     # Cut point 1 (one job): every dump line read once into the scan's aggregate, and the
     # small files parsed.
     first = materialise({
@@ -133,7 +134,9 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
         "topics": desc.topics,
         "small_lines": cps.lines.unionByName(desc.lines).unionByName(
             kraft_lines if kraft_lines is not None else cps.lines.limit(0)),
+        **kraft_scan,
     }, work_dir, "scan")
+    kraft_frames = _kraft_frames(spark, kraft_files, first, files) if kraft_files else {}
     scan = first["scan"]
     store_frames: dict[str, DataFrame] = {}
     if reuse is not None:
@@ -176,8 +179,8 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
     }, work_dir, "snapshot")
     for name in store_frames:
         parsed.pop(name)
-    kraft = KRaft(**{name: parsed.pop(f"kraft_{name}") for name in ("batches", "snapshots", "quorum_state", "status")}
-                  ) if kraft_frames else None
+    kraft = KRaft(batches=parsed.pop("kraft_batches"), snapshots=parsed.pop("kraft_snapshots"),
+                  quorum_state=first["kraft_quorum_state"], status=first["kraft_status"]) if kraft_frames else None
     sections = parsed.pop("sections")
     source = BatchSource(dumps=DumpFiles(spark, dump_files, dump_frame, sections), work_dir=work_dir)
     return Snapshot(
@@ -193,20 +196,29 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
 KRAFT_KINDS = (d.QUORUM_STATE, d.QUORUM_STATUS, d.KRAFT_SNAPSHOT_FILE)
 
 
-def _kraft_frames(spark: SparkSession, kraft_files: list[tuple[int, d.InputFile]], small: DataFrame,
-                  files: DataFrame) -> tuple[dict[str, DataFrame], DataFrame]:
-    """The KRaft inputs (SPEC 4.7) as frames to store, and the line dispositions of the
-    ``quorum-state`` and status files."""
+def _kraft_scan(spark: SparkSession, kraft_files: list[tuple[int, d.InputFile]], small: DataFrame,
+                files: DataFrame) -> tuple[dict[str, DataFrame], DataFrame]:
+    """What the scan job stores of the KRaft inputs (SPEC 4.7): one aggregate of the metadata
+    log's dump lines, the ``quorum-state`` and status files parsed; and those files' line
+    dispositions."""
     place = files.select("file_id", "rel", "snapshot", "broker", "topic", "partition")
-    log, dumped = parse_kraft_dumps(spark, [(i, f) for i, f in kraft_files if f.kind == d.DUMP], place)
-    bare = snapshot_files(spark, [(i, f) for i, f in kraft_files if f.kind == d.KRAFT_SNAPSHOT_FILE])
     ids = {kind: [i for i, f in kraft_files if f.kind == kind] for kind in (d.QUORUM_STATE, d.QUORUM_STATUS)}
     qs, qs_lines = parse_quorum_state(small.filter(F.col("file_id").isin(ids[d.QUORUM_STATE])),
                                       place.filter(F.col("file_id").isin(ids[d.QUORUM_STATE])))
     st, st_lines = parse_quorum_status(small.filter(F.col("file_id").isin(ids[d.QUORUM_STATUS])),
                                        place.filter(F.col("file_id").isin(ids[d.QUORUM_STATUS])))
-    return ({"kraft_batches": log, "kraft_snapshots": all_snapshots(dumped, bare), "kraft_quorum_state": qs,
-             "kraft_status": st}, qs_lines.unionByName(st_lines))
+    groups = read_kraft_groups(spark, [(i, f) for i, f in kraft_files if f.kind == d.DUMP])
+    return ({"kraft_groups": groups, "kraft_quorum_state": qs, "kraft_status": st},
+            qs_lines.unionByName(st_lines))
+
+
+def _kraft_frames(spark: SparkSession, kraft_files: list[tuple[int, d.InputFile]], stored: dict[str, DataFrame],
+                  files: DataFrame) -> dict[str, DataFrame]:
+    """The KRaft frames of the parsed snapshot, from what the scan job stored."""
+    place = files.select("file_id", "rel", "snapshot", "broker", "topic", "partition")
+    log, dumped = parse_kraft_dumps(stored["kraft_groups"], place)
+    bare = snapshot_files(spark, [(i, f) for i, f in kraft_files if f.kind == d.KRAFT_SNAPSHOT_FILE])
+    return {"kraft_batches": log, "kraft_snapshots": all_snapshots(dumped, bare)}
 
 
 class Reuse:

@@ -228,8 +228,13 @@ def truncate_one_step(pairs: DataFrame, batches: DataFrame, protocol: str,
     step = base.select("*", o.alias("o"), missing.alias("missing_hwm"))
     step = step.join(floors(step, batches, "o"), [*KEY, "o"], "left")
     truncates = F.col("o_floor").isNotNull() & (F.col("o_floor") < F.col("f_leo"))
-    detail = F.struct(F.lit(1).alias("round"), F.col("answer").alias("leader_offset"),
-                      F.col("o").alias("offset"), F.col("o_floor").alias("effective_offset"))
+    # the epoch protocol's round shape (fields these protocols do not have are null, and
+    # ``to_json`` leaves null fields out): rows of several protocols can share one frame
+    none = F.lit(None)
+    detail = F.struct(F.lit(1).alias("round"), none.cast("int").alias("requested_epoch"),
+                      none.cast("int").alias("leader_epoch"), F.col("answer").cast("bigint").alias("leader_offset"),
+                      none.cast("int").alias("follower_epoch"), none.cast("bigint").alias("follower_offset"),
+                      F.col("o").cast("bigint").alias("offset"), F.col("o_floor").cast("bigint").alias("effective_offset"))
     return step.select(
         *KEY,
         F.when(truncates, F.col("o_floor")).alias("truncation_offset"),

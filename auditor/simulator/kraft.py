@@ -13,12 +13,12 @@ Faults (KRAFT.md section 4), applied after the normal history, in this order:
 ``kraft-corrupt-batch``        KAFKA-15968: a batch printed ``isvalid: false`` in an old segment
 ``kraft-zero-length-snapshot`` KAFKA-15312: a node's latest snapshot is an empty file
 ``kraft-retention-past-snapshot`` KAFKA-14238/14240: a node's log starts past its latest snapshot
-``kraft-voter-reformatted``    KAFKA-14205: a voter's disk formatted anew, restored from the
-                               leader's snapshot, its ``quorum-state`` not written yet
 ``kraft-lost-unflushed``       KAFKA-10527: the leader restarts in its own epoch without its
                                unflushed tail and writes other batches at those offsets
 ``kraft-partitioned-leader``   KAFKA-15489: a leader cut off from the quorum keeps appending in
                                its epoch; the others elect a new leader
+``kraft-voter-reformatted``    KAFKA-14205: a voter's disk formatted anew, restored from the
+                               leader's snapshot, its ``quorum-state`` not written yet
 ``kraft-truncated-below-hwm``  KAFKA-12460: the leader's log truncated below the high watermark
 
 The ground truth (:func:`kraft_truth`) is computed from the nodes' final state with the rules
@@ -44,7 +44,7 @@ from auditor.simulator.kraft_text import (
 )
 
 KRAFT_FAULTS = ("kraft-corrupt-batch", "kraft-zero-length-snapshot", "kraft-retention-past-snapshot",
-                "kraft-voter-reformatted", "kraft-lost-unflushed", "kraft-partitioned-leader",
+                "kraft-lost-unflushed", "kraft-partitioned-leader", "kraft-voter-reformatted",
                 "kraft-truncated-below-hwm")
 META_TOPIC = "__cluster_metadata"
 SEGMENT_OFFSETS = 40  # a segment holds the batches whose base offset falls in one such range
@@ -317,7 +317,8 @@ class Quorum:
         return False
 
     def _retention_past_snapshot(self) -> bool:
-        for n in reversed(self._followers()):
+        # an observer first: later faults rewrite voters' disks
+        for n in [*reversed(self._followers(voters=False)), *self._followers(voters=True)]:
             groups = sorted({b.base_offset // SEGMENT_OFFSETS for b in n.log})
             latest = max((s[0] for s in n.snapshots), default=0)
             beyond = [g for g in groups[:-1] if min(b.base_offset for b in n.log
@@ -330,9 +331,6 @@ class Quorum:
         return False
 
     def _voter_reformatted(self) -> bool:
-        lead = self.nodes[self.leader]
-        if not lead.snapshots:
-            return False
         for n in self._followers(voters=True):
             n.log, n.log_start, n.snapshots, n.corrupt = [], 0, {}, set()
             self.fetch(n.id)
