@@ -198,6 +198,15 @@ def kraft_run(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
         3: Node([f3], quorum=QuorumState(1, 3, voters=voters)),
         4: Node([f4], quorum=QuorumState(1, 3, voters=voters)),
     })
+
+    def model(batches: list[MetaBatch], snaps: list[tuple[int, int]]) -> ref.KRaftReplica:
+        spans = [(b.base_offset, b.last_offset, b.epoch) for b in batches]
+        start = spans[0][0]
+        return ref.KRaftReplica(ref.rebuild_cache(spans), spans, start, start, snaps)
+
+    leader_model = model(lead_held, [(10, 1)])
+    expected_truncation = {rid: ref.truncate_kraft(leader_model, model(batches, snaps)) for rid, batches, snaps in (
+        (2, f2, [(13, 2)]), (3, f3, []), (4, f4, []))}
     # real: Kafka's own text (KRAFT.md section 2): a single voter's first segment (PR #19729)
     # and the 3.3 bootstrap snapshot (0, 0) (PR #12084), whose batches never enter the log
     folder = at["real"] / "broker=1" / "meta" / f"{META}-0"
@@ -213,7 +222,8 @@ def kraft_run(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
     def rows(name: str) -> list:  # type: ignore[type-arg]
         return [r.asDict() | {"snapshot": label[r.snapshot.replace(tzinfo=None)]} for r in tables[name].collect()]
 
-    return {name: rows(name) for name in ("findings", "replica_status", "partition_status", "parse_errors")}
+    run = {name: rows(name) for name in ("findings", "replica_status", "partition_status", "parse_errors")}
+    return run | {"model": expected_truncation}
 
 
 def _found(run, scenario: str) -> set[tuple]:  # type: ignore[no-untyped-def,type-arg]
@@ -294,6 +304,10 @@ def test_truncation_and_pair_checks(kraft_run) -> None:  # type: ignore[no-untyp
            for rid, r in reps.items() if r["role"] == "follower"}
     assert got == {2: (10, 10, 1, "divergent_suffix"), 3: (14, None, 0, "silent_divergence"),
                    4: (None, 0, 1, "lagging")}
+    # the pure-Python model of SPEC 4.7 agrees, FETCH_SNAPSHOT included
+    assert {rid: (t.offset, t.rounds, t.fetch_snapshot) for rid, t in kraft_run["model"].items()} == {
+        rid: (r["truncation_offset"], r["truncation_rounds"], (10, 1) if rid == 4 else None)
+        for rid, r in reps.items() if r["role"] == "follower"}
     found = _found(kraft_run, "truncation")
     # node 2 saw offsets below 13 committed (its snapshot) and truncates to 10
     assert ("COMMITTED_DATA_LOSS", 2, 10, 13, None) in found

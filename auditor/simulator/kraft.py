@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from auditor.simulator.kafka_text import checkpoint_text, content_crc
+from auditor.simulator.model import EpochCache
 from auditor.simulator.kraft_text import (
     KRaftStyle,
     MetaBatch,
@@ -90,22 +91,9 @@ class MetaNode:
         return self.log[0].base_offset if self.log else None
 
 
-def end_offset_for(cache: list[Entry], leo: int, requested: int) -> tuple[int, int]:
-    """SPEC 4.2."""
-    if requested == -1 or not cache:
-        return (-1, -1)
-    if cache[-1][0] == requested:
-        return (requested, leo)
-    higher = [e for e in cache if e[0] > requested]
-    if not higher:
-        return (-1, -1)
-    lower = [e for e in cache if e[0] <= requested]
-    return (lower[-1][0] if lower else requested, higher[0][1])
-
-
 def _answer(n: MetaNode, cache: list[Entry], leo: int, epoch: int) -> tuple[int, int]:
     """A node's end offset for ``epoch`` as SPEC 4.7 has it (snapshot and undefined cases)."""
-    e, o = end_offset_for(cache, leo, epoch)
+    e, o = EpochCache(cache).end_offset_for(epoch, leo)
     if n.snapshots and (e, o) == (epoch, n.log_start):
         first = min(n.snapshots)
         return first[1], first[0]
