@@ -92,7 +92,9 @@ def timed(cmd: list[str], **kw: object) -> tuple[float, str]:
 
 
 def dump_files(root: Path) -> list[str]:
-    return sorted(str(p) for p in root.rglob("*.txt") if p.name != "topics-describe.txt")
+    """Every dump file: the ``*.txt`` files in the broker folders (the root's
+    ``topics-describe.txt`` and ``metadata-quorum-status.txt`` are not dumps)."""
+    return sorted(str(p) for p in root.glob("broker=*/**/*.txt"))
 
 
 FLOOR = """
