@@ -23,7 +23,7 @@ from rich.text import Text
 from auditor.checks.registry import REGISTRY
 from auditor.config import Config
 from auditor.errors import UsageError
-from auditor.ingest.discovery import KRAFT_TOPICS
+from auditor.ingest.discovery import is_kraft_folder
 from auditor.sinks.runview import PartitionView, RunView, load_run
 
 SPEC_OF = {c.name: c.spec for c in REGISTRY}
@@ -80,7 +80,7 @@ def render(view: RunView, p: PartitionView, console: Console) -> None:
     run = view.run
     console.print(Text.assemble((p.name, "bold"), f" in run {view.run_id} of cluster {run['cluster']} "
                                 f"(protocol {run['protocol']}, input {run['input']})"))
-    kraft = p.topic in KRAFT_TOPICS and p.partition == 0
+    kraft = is_kraft_folder(p.topic, p.partition)
     bound = ("committed bound (snapshots, status file's HighWatermark; no file holds this log's HWM) "
              if kraft else "max HWM ")
     console.print(f"snapshot {s['snapshot']}; {s['replica_count']} replica folders; {bound}{s['max_high_watermark']}")

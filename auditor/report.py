@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from auditor.checks.registry import SEVERITY_RANK
-from auditor.ingest.discovery import KRAFT_TOPICS
+from auditor.ingest.discovery import is_kraft_folder
 from auditor.sinks.runview import PartitionView, Row, RunView, anchor, details, findings_by_check, load_run
 
 DEFAULT_MAX_DIAGRAMS = 200
@@ -99,7 +99,7 @@ def _partition_marks(p: PartitionView) -> list[tuple[str, int]]:
     """Marks drawn on every lane: KRaft's metadata log has no HWM; its committed bound C
     (``partition_status.max_high_watermark``, SPEC 4.7) is marked instead."""
     c = p.status.get("max_high_watermark") if p.status else None
-    if p.topic in KRAFT_TOPICS and p.partition == 0 and c is not None:
+    if is_kraft_folder(p.topic, p.partition) and c is not None:
         return [("committed", int(c))]
     return []
 

@@ -6,7 +6,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from auditor.checks.rows import severity_name, severity_rank
-from auditor.ingest.discovery import KRAFT_TOPICS
+from auditor.ingest.kraft import is_kraft
 
 REPLICA = ["snapshot", "topic", "partition", "replica"]
 PARTITION = ["snapshot", "topic", "partition"]
@@ -52,8 +52,7 @@ def partition_status(facts: DataFrame, leaders: DataFrame, findings: DataFrame,
     )
     if committed is not None:
         per_part = per_part.join(committed, PARTITION, "left").select(
-            *PARTITION, "replica_count", F.when(F.col("topic").isin(*KRAFT_TOPICS) & (F.col("partition") == 0),
-                                                F.col("committed")).otherwise(F.col("max_high_watermark"))
+            *PARTITION, "replica_count", F.when(is_kraft(), F.col("committed")).otherwise(F.col("max_high_watermark"))
             .alias("max_high_watermark"))
     per_findings = findings.groupBy(*PARTITION).agg(
         F.max(severity_rank(F.col("severity"))).alias("_worst"), F.count(F.lit(1)).alias("finding_count"))

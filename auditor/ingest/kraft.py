@@ -366,9 +366,3 @@ def parse_quorum_status(lines: DataFrame, files: DataFrame) -> tuple[DataFrame, 
         F.when(F.col("key") != "", F.concat(F.col("key"), F.lit(": <value not shown>")))
         .otherwise(F.lit("<line not shown>")).alias("shown"), "snapshot", "broker", "rel")
     return rows, dispositions
-
-
-def empty_kraft(spark: SparkSession) -> KRaft:
-    """A :class:`KRaft` with no rows (an input without metadata log folders)."""
-    return KRaft(local_frame(spark, [], BATCHES_DDL), local_frame(spark, [], SNAPSHOTS_DDL),
-                 local_frame(spark, [], QUORUM_DDL), local_frame(spark, [], STATUS_DDL))
