@@ -2,7 +2,7 @@
 a plain single-threaded Python script, at several input sizes. One JSON line per size.
 
     .venv/bin/python benchmarks/bench_audit.py [--sizes 1M,3M,10M] [--workdir DIR]
-        [--layout per-segment|per-broker] [--no-healthy] [--fixed] [--mix] [--keep]
+        [--layout per-segment|per-broker] [--no-healthy] [--fixed] [--mix] [--no-kraft] [--keep]
 
 Each size is a number of batch lines in an ``auditor simulate`` snapshot: 3 replicas per
 partition, 333 batches per replica, one partition in 20 diverged by an unclean election
@@ -31,6 +31,9 @@ after the other:
   producers, a compacted ``__consumer_offsets``; the plain snapshots use ``--no-shapes``,
   which the plain Python script can follow), checked against its ``expected_findings.json``,
   and ``mix_over_plain``;
+- ``no_kraft_audit_s`` (with ``--no-kraft``): the audit of the same cluster simulated with
+  no KRaft quorum (``--kraft-controllers 0``; the other snapshots have ``simulate``'s
+  3-controller quorum, whose metadata log every broker holds too), and ``kraft_over_none``;
 - ratios: ``audit_over_floor``, ``audit_over_python`` (below 1: the audit is faster).
 
 The Python script and the audit must agree on how many followers diverged.
@@ -255,6 +258,8 @@ def main() -> None:
     parser.add_argument("--mix", action="store_true",
                         help="also audit the same size simulated with real clusters' shapes (tiered storage, "
                              "DeleteRecords, transactions, a compacted __consumer_offsets)")
+    parser.add_argument("--no-kraft", dest="no_kraft", action="store_true",
+                        help="also audit the same cluster simulated without a KRaft quorum")
     args = parser.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="auditor-bench-"))
     auditor = str(Path(PY).with_name("auditor"))
@@ -314,6 +319,18 @@ def main() -> None:
                        mix_over_plain=round(mix_s / audit_s, 2))
             if not args.keep:
                 shutil.rmtree(mix, ignore_errors=True)
+        if args.no_kraft:
+            bare = work / f"snap-{label}-no-kraft"
+            if not (bare / "topics-describe.txt").exists():
+                shutil.rmtree(bare, ignore_errors=True)
+                subprocess.run([auditor, "simulate", str(bare), "--seed", "3", "--dump-layout", args.layout,
+                                "--no-shapes", "--kraft-controllers", "0", *sim_args], check=True, capture_output=True)
+            bare_s, binfo = run_audit(work, label + "-no-kraft", bare)
+            assert binfo["diverged"] == diverged, ("the quorum changed the diverged followers", binfo, diverged)
+            row.update(no_kraft_audit_s=round(bare_s, 2), no_kraft_audit_jobs=binfo["jobs"],
+                       kraft_over_none=round(audit_s / bare_s, 2))
+            if not args.keep:
+                shutil.rmtree(bare, ignore_errors=True)
         print(json.dumps(row), flush=True)
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from auditor import audit, load_snapshot
+from auditor.ingest import snapshot as snapshot_module
 from auditor.ingest import wholefile
 from auditor.simulator.kafka_text import PartitionMeta
 from auditor.summarise import digest
@@ -128,7 +129,11 @@ CHECKS = ("OFFSET_GAP", "OFFSET_OVERLAP", "EPOCH_REGRESSION", "ISR_INCOMPLETE")
 @settings(max_examples=1, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
 @given(ds=st.lists(damaged_histories(), min_size=60, max_size=60))
-def test_summaries_and_drill_down_match_the_model(spark, tmp_path_factory, monkeypatch, ds) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("batches_in_scan", [True, False], ids=["batches-in-scan", "files-read-again"])
+def test_summaries_and_drill_down_match_the_model(spark, tmp_path_factory, monkeypatch, batches_in_scan, ds) -> None:  # type: ignore[no-untyped-def]
+    """Both ways a drill-down gets its batches: from the scan's rows (a small input) and by
+    reading the files that hold them again (a large one)."""
+    _batches_in_scan(monkeypatch, batches_in_scan)
     monkeypatch.setattr(digest, "WINDOW_BITS", 2)
     monkeypatch.setattr(wholefile, "TAIL_LINES", 2)
     root = tmp_path_factory.mktemp("drill")
@@ -177,11 +182,18 @@ def test_the_model_finds_sequence_problems() -> None:
     assert gaps == {(4, 5)} and overlaps == {(6, 7)} and runs == {(9, 11, 1)}
 
 
-def test_a_window_that_differs_only_in_content_is_drilled(spark, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def _batches_in_scan(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
+    if not on:
+        monkeypatch.setattr(snapshot_module, "BATCHES_IN_SCAN_BYTES", -1)
+
+
+@pytest.mark.parametrize("batches_in_scan", [True, False], ids=["batches-in-scan", "files-read-again"])
+def test_a_window_that_differs_only_in_content_is_drilled(spark, tmp_path, monkeypatch, batches_in_scan) -> None:  # type: ignore[no-untyped-def]
     """Windows equal in count but not in content are compared batch by batch, away from
     every truncation probe: a follower whose batch 9 has another CRC (window 8-11 of 4
     offsets), and a follower lagging within the tail whose last batch has another CRC
     (the tail prefix must match on digests, not only on counts)."""
+    _batches_in_scan(monkeypatch, batches_in_scan)
     monkeypatch.setattr(digest, "WINDOW_BITS", 2)
     monkeypatch.setattr(wholefile, "TAIL_LINES", 2)
     spans = [(i, i, 1) for i in range(20)]

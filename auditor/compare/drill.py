@@ -74,7 +74,7 @@ class DumpFiles:
 @dataclass
 class BatchSource:
     """Where a snapshot's batches can be read from: dump files read again (Kafka), or stored
-    batches (tabular, etcd: ``stored``)."""
+    batches (tabular, etcd, and a small Kafka input whose scan kept every batch: ``stored``)."""
 
     dumps: DumpFiles | None = None
     stored: DataFrame | None = None
@@ -86,10 +86,17 @@ class BatchSource:
         if self.stored is None:
             assert self.dumps is not None and self.work_dir is not None
             items = materialise({"items": self.dumps.items()}, self.work_dir, "all-batches-items")["items"]
-            merged = dedupe_batches(self.dumps.batches_of(items).drop("file_id").withColumnRenamed("replica", "broker"))
-            self.stored = materialise({"batches": merged.withColumnRenamed("broker", "replica")},
+            self.stored = materialise({"batches": merged_batches(self.dumps, items)},
                                       self.work_dir, "all-batches")["batches"]
         return self.stored
+
+
+def merged_batches(dumps: DumpFiles, items: DataFrame) -> DataFrame:
+    """The batches (:data:`BATCHES_DDL`) of batch items (:meth:`DumpFiles.items` rows, or a
+    ``per_batch`` scan's: :func:`auditor.summarise.scan.scan_batches`), repeated batches of
+    a replica merged."""
+    batches = dumps.batches_of(items).drop("file_id").withColumnRenamed("replica", "broker")
+    return dedupe_batches(batches).withColumnRenamed("broker", "replica")
 
 
 def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: DataFrame,
@@ -109,8 +116,7 @@ def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: 
     spark = summaries.sparkSession
     wanted_whole = whole.select(*KEY).distinct()
     wanted_windows = windows.select(*KEY, "win").distinct()
-    if source.dumps is None:
-        assert source.stored is not None
+    if source.stored is not None:  # stored: tables, etcd, a small input's scan
         batches = source.stored.select("*", window_of(F.col("base_offset")).alias("win"))
     else:
         assert source.dumps is not None

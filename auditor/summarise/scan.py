@@ -72,35 +72,41 @@ SUMMARY_KEY = ("snapshot", "replica", "topic", "partition", "file", "file_id", "
 
 
 def keyed_lines(spark: SparkSession, dump_files: Sequence[tuple[int, InputFile]], files: DataFrame,
-                limit: int | None = None, with_v2: bool = False) -> DataFrame:
+                limit: int | None = None, with_v2: bool = False, per_batch: bool = False) -> DataFrame:
     """Every dump line, classified and judged, with the scan's group key (:data:`SCAN_KEY`);
-    ``with_v2``: v2 batch lines are items too (``V``, for the drill-down)."""
-    rows = classified_lines(read_dump_lines(spark, dump_files, limit), files, all_fields=with_v2)
+    ``with_v2``: v2 batch lines are items too (``V``, for the drill-down); ``per_batch``:
+    every v2 batch line summarised is a group of its own (``D``, or ``T`` in a section's
+    tail) with all its batch's fields, so the scan's rows hold every batch."""
+    rows = classified_lines(read_dump_lines(spark, dump_files, limit), files, all_fields=with_v2 or per_batch)
     kind, item = pending_item(with_v2)
     v2 = is_direct_v2_batch() if not with_v2 else F.lit(False)
     quarantined = F.col("error").isNotNull()
     header = F.col("kind") == "header"
     tail = v2 & F.col("tail")
+    alone = tail | (v2 & F.lit(per_batch))
     return rows.select(
         "*",
         F.when(v2, window_of(F.col("f_base"))).alias("win"),
         F.when(v2, F.col("f_epoch")).alias("epoch"),
-        F.when(quarantined, F.lit("E")).when(header, F.lit("H")).when(tail, F.lit("T")).otherwise(kind)
-        .alias("item_kind"),
-        F.when(quarantined | header | tail, F.col("line_number")).otherwise(item).alias("item"),
+        F.when(quarantined, F.lit("E")).when(header, F.lit("H")).when(tail, F.lit("T"))
+        .when(alone, F.lit("D")).otherwise(kind).alias("item_kind"),
+        F.when(quarantined | header | alone, F.col("line_number")).otherwise(item).alias("item"),
     ).withColumnRenamed("h_skind", "skind").withColumn("e_kind", F.when(quarantined, F.col("kind")))
 
 
 def scan_dumps(spark: SparkSession, dump_files: Sequence[tuple[int, InputFile]], files: DataFrame,
-               limit: int | None = None) -> DataFrame:
+               limit: int | None = None, per_batch: bool = False) -> DataFrame:
     """The scan aggregate (one row per group of :data:`SCAN_KEY`; see the module docstring).
 
     Args:
         dump_files: ``(file_id, file)`` of the dump files.
         files: ``file_id, rel, snapshot, broker, topic, partition`` of those files (small).
         limit: files above this many bytes are read line by line (tests).
+        per_batch: every v2 batch is a row of its own (``D``): a small input's scan holds
+            all its batches, and the drill-down filters them instead of reading files again
+            (:func:`scan_batches`).
     """
-    keyed = keyed_lines(spark, dump_files, files, limit)
+    keyed = keyed_lines(spark, dump_files, files, limit, per_batch=per_batch)
     kind, disp = F.col("kind"), F.col("disposition")
     header = kind == "header"
     types = _types()
@@ -146,13 +152,15 @@ class ScanParts:
     items: DataFrame  # pending items with their file's and section's place
 
 
-def split_scan(scan: DataFrame, files: DataFrame) -> ScanParts:
+def split_scan(scan: DataFrame, files: DataFrame, per_batch: bool = False) -> ScanParts:
     """Derive the per-file, per-section and summary frames from the stored scan rows.
 
     Args:
         scan: the stored rows of :func:`scan_dumps` (possibly with rows reused from the
             incremental store).
         files: ``file_id, rel, snapshot, broker, topic, partition``.
+        per_batch: the scan was made ``per_batch``: its ``D`` rows are rolled up into their
+            window's summary.
     """
     accounting = scan.groupBy("file_id").agg(
         *[F.sum(c).cast(LongType()).alias(c) for c in ("lines", "lines_parsed", "lines_skipped", "lines_quarantined")])
@@ -182,11 +190,25 @@ def split_scan(scan: DataFrame, files: DataFrame) -> ScanParts:
         .alias("is_segment"),
     )
     place = sections.select("file_id", "sec", "snapshot", "replica", "topic", "partition", "file")
-    summaries = scan.filter(F.col("win").isNotNull()).join(F.broadcast(place), ["file_id", "sec"]).select(
+    summarised = scan.filter(F.col("win").isNotNull())
+    if per_batch:
+        alone = F.coalesce(F.col("item_kind") == "D", F.lit(False))
+        summarised = summarised.filter(~alone).select("file_id", "sec", "win", "epoch", "item_kind", *SUMMARY_VALUES) \
+            .unionByName(summarised.filter(alone).groupBy("file_id", "sec", "win", "epoch").agg(*rollup([]))
+                         .select("*", F.lit(None).cast("string").alias("item_kind")))
+    summaries = summarised.join(F.broadcast(place), ["file_id", "sec"]).select(
         *SUMMARY_KEY[:-1], F.coalesce(F.col("item_kind") == "T", F.lit(False)).alias("tail"), *SUMMARY_VALUES)
     items = placed_items(scan, sections).select(
         "file_id", "sec", "item_kind", "item", "rel", "snapshot", "broker", "r_topic", "r_partition", *ITEM_VALUES)
     return ScanParts(accounting=accounting, errors=errors, sections=sections, summaries=summaries, items=items)
+
+
+def scan_batches(scan: DataFrame) -> DataFrame:
+    """The batch items of a ``per_batch`` scan's rows: every v2 batch line (``D`` and ``T``
+    rows, as ``V`` items) and the old-format items, for :func:`pending_batches`."""
+    kind = F.col("item_kind")
+    return scan.filter(kind.isin("B", "R", "M", "V", "D", "T")).withColumn(
+        "item_kind", F.when(kind.isin("D", "T"), F.lit("V")).otherwise(kind))
 
 
 def placed_items(rows: DataFrame, sections: DataFrame) -> DataFrame:
@@ -229,5 +251,5 @@ def pending_summaries(items: DataFrame, sections: DataFrame) -> DataFrame:
     return summarise_batches(batches.join(sections.select("file", "file_id").distinct(), "file"))
 
 
-__all__ = ["SCAN_KEY", "SUMMARY_KEY", "ScanParts", "keyed_lines", "pending_summaries", "rollup", "scan_dumps",
-           "split_scan", "summarise_batches"]
+__all__ = ["SCAN_KEY", "SUMMARY_KEY", "ScanParts", "keyed_lines", "pending_summaries", "rollup", "scan_batches",
+           "scan_dumps", "split_scan", "summarise_batches"]
