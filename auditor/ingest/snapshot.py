@@ -117,22 +117,24 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
     dump_frame = files.filter(F.col("kind") == d.DUMP).select("file_id", "rel", "snapshot", "broker", "topic",
                                                              "partition")
 
-    small = read_small_files(spark, other_files)
+    # Each kind of small file is read by its own reader: a filter on file_id after one read
+    # of them all would read every checkpoint file again for each kind (thousands of files
+    # for the one describe file).
     small_files = files.filter(F.col("kind") != d.DUMP)
     checkpoint_files = small_files.filter(~F.col("kind").isin(d.DESCRIBE, *KRAFT_KINDS))
     cps = parse_checkpoints(
-        small.join(checkpoint_files.select("file_id"), "file_id"),
+        read_small_files(spark, [(i, f) for i, f in other_files if f.kind not in (d.DESCRIBE, *KRAFT_KINDS)]),
         checkpoint_files.select("file_id", "kind", "rel", "snapshot", "broker", "log_dir", "topic", "partition"),
     )
     describe_files = small_files.filter(F.col("kind") == d.DESCRIBE)
     desc = parse_describe(
-        small.join(describe_files.select("file_id"), "file_id"),
+        read_small_files(spark, [(i, f) for i, f in other_files if f.kind == d.DESCRIBE]),
         describe_files.select("file_id", "rel", "snapshot", "broker"),
     )
     kraft_files = [(i, f) for i, f in indexed if f.kind in KRAFT_KINDS or (
         f.kind == d.DUMP and f.topic is not None and f.partition is not None
         and d.is_kraft_folder(f.topic, f.partition))]
-    kraft_scan, kraft_lines = _kraft_scan(spark, kraft_files, small, files) if kraft_files else ({}, None)
+    kraft_scan, kraft_lines = _kraft_scan(spark, kraft_files, files) if kraft_files else ({}, None)
     # Cut point 1 (one job): every dump line read once into the scan's aggregate, and the
     # small files parsed.
     first = materialise({
@@ -208,17 +210,19 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
 KRAFT_KINDS = (d.QUORUM_STATE, d.QUORUM_STATUS, d.KRAFT_SNAPSHOT_FILE)
 
 
-def _kraft_scan(spark: SparkSession, kraft_files: list[tuple[int, d.InputFile]], small: DataFrame,
+def _kraft_scan(spark: SparkSession, kraft_files: list[tuple[int, d.InputFile]],
                 files: DataFrame) -> tuple[dict[str, DataFrame], DataFrame]:
     """What the scan job stores of the KRaft inputs (SPEC 4.7): one aggregate of the metadata
     log's dump lines, the ``quorum-state`` and status files parsed; and those files' line
     dispositions."""
     place = files.select("file_id", "rel", "snapshot", "broker", "topic", "partition")
-    ids = {kind: [i for i, f in kraft_files if f.kind == kind] for kind in (d.QUORUM_STATE, d.QUORUM_STATUS)}
-    qs, qs_lines = parse_quorum_state(small.filter(F.col("file_id").isin(ids[d.QUORUM_STATE])),
-                                      place.filter(F.col("file_id").isin(ids[d.QUORUM_STATE])))
-    st, st_lines = parse_quorum_status(small.filter(F.col("file_id").isin(ids[d.QUORUM_STATUS])),
-                                       place.filter(F.col("file_id").isin(ids[d.QUORUM_STATUS])))
+
+    def of(kind: str) -> tuple[DataFrame, DataFrame]:
+        chosen = [(i, f) for i, f in kraft_files if f.kind == kind]
+        return read_small_files(spark, chosen), place.filter(F.col("file_id").isin([i for i, _ in chosen]))
+
+    qs, qs_lines = parse_quorum_state(*of(d.QUORUM_STATE))
+    st, st_lines = parse_quorum_status(*of(d.QUORUM_STATUS))
     groups = read_kraft_groups(spark, [(i, f) for i, f in kraft_files if f.kind == d.DUMP])
     return ({"kraft_groups": groups, "kraft_quorum_state": qs, "kraft_status": st},
             qs_lines.unionByName(st_lines))
