@@ -38,7 +38,7 @@ from auditor.errors import (
     mark_recorded,
 )
 from auditor.ingest.model import Snapshot
-from auditor.ingest.snapshot import load_snapshot
+from auditor.ingest.snapshot import SMALL_INPUT_BYTES, load_snapshot
 from auditor.materialise import (
     keep_work_dirs,
     materialise,
@@ -226,7 +226,6 @@ def land_run(run: ComputedRun, out: str, config: Config, writer: io.TableWriter,
     return after[0]
 
 
-SMALL_INPUT_BYTES = 32 << 20
 #: Settings for the run of a small input, where Spark's fixed costs dominate: no code
 #: compilation (compiling ~200 stages costs more than it saves), one shuffle partition and
 #: no broadcasts (each broadcast is a job of its own). Measured on the demo input (1,000

@@ -184,7 +184,7 @@ def test_the_model_finds_sequence_problems() -> None:
 
 def _batches_in_scan(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
     if not on:
-        monkeypatch.setattr(snapshot_module, "BATCHES_IN_SCAN_BYTES", -1)
+        monkeypatch.setattr(snapshot_module, "SMALL_INPUT_BYTES", -1)
 
 
 @pytest.mark.parametrize("batches_in_scan", [True, False], ids=["batches-in-scan", "files-read-again"])

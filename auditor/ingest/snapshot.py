@@ -40,11 +40,13 @@ from auditor.materialise import materialise, new_work_dir
 from auditor.spark import local_frame
 from auditor.summarise.scan import SCAN_COLUMNS, pending_summaries, scan_batches, scan_dumps, split_scan
 
-#: Dump files up to this many bytes in all: the scan keeps every batch (``per_batch``), so
-#: the drill-downs filter stored rows (one parser plan and one read instead of three; on a
-#: one-partition audit about 10 s less). Above it, a row per batch would be a stored copy
-#: of the input's batches, which the summaries exist to avoid.
-BATCHES_IN_SCAN_BYTES = 32 << 20
+#: A small input, in bytes: up to this, the run takes the small-input session settings
+#: (``auditor.run.is_small_input``, all files under the input), and the scan keeps every
+#: batch (``per_batch``, dump files only), so the drill-downs filter stored rows (one
+#: parser plan and one read instead of three; on a one-partition audit about 10 s less).
+#: Above it, a row per batch would be a stored copy of the input's batches, which the
+#: summaries exist to avoid.
+SMALL_INPUT_BYTES = 32 << 20
 
 FILES_SCHEMA = StructType([
     StructField("file_id", IntegerType(), False), StructField("rel", StringType(), False),
@@ -113,7 +115,7 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
     to_scan = reuse.to_parse if reuse is not None else dump_files
     # A small input's scan keeps every batch: drill-downs filter those rows instead of
     # building the parser again and reading files a second and third time.
-    per_batch = reuse is None and sum(f.size for _, f in dump_files) <= BATCHES_IN_SCAN_BYTES
+    per_batch = reuse is None and sum(f.size for _, f in dump_files) <= SMALL_INPUT_BYTES
     dump_frame = files.filter(F.col("kind") == d.DUMP).select("file_id", "rel", "snapshot", "broker", "topic",
                                                              "partition")
 

@@ -83,7 +83,7 @@ def keyed_lines(spark: SparkSession, dump_files: Sequence[tuple[int, InputFile]]
     quarantined = F.col("error").isNotNull()
     header = F.col("kind") == "header"
     tail = v2 & F.col("tail")
-    alone = tail | (v2 & F.lit(per_batch))
+    alone = v2 if per_batch else tail
     return rows.select(
         "*",
         F.when(v2, window_of(F.col("f_base"))).alias("win"),
