@@ -79,9 +79,11 @@ def build_session(
         app_name: application name shown in the Spark UI.
         conf: extra Spark settings, applied after :data:`BASE_CONF`.
         quiet: keep Spark's console log to errors from the JVM's start (the CLI's default).
-        small_input: the session will audit a small input: its JVM compiles with C1 only
-            (``-XX:TieredStopAtLevel=1``), which warms up sooner; Spark's planning, not data,
-            is the work there.
+        small_input: the session will audit a small input: its JVM leaves huge generated
+            methods to the interpreter (HotSpot's default); Spark's planning, not data, is
+            the work there. It keeps HotSpot's tiered compilation (C1, then C2): a C1-only
+            JVM (``-XX:TieredStopAtLevel=1``, tried until 2026-11-25) plans 2x slower once
+            warm and lost on every cold CLI audit measured.
         extra_java_options: more options for a driver JVM started here (not under spark-submit).
 
     Returns:
@@ -117,13 +119,11 @@ def build_session(
     # Spark generates one Java method per whole-stage pipeline; a wide projection (the
     # dump line grammar, the checks) exceeds HotSpot's 8,000-byte limit for compiling a
     # method, and then runs interpreted: 2.7x slower parsing, measured on 1M lines.
-    # (Not for small inputs, where the JVM compiles with C1 only and run time is planning.)
+    # (Not for small inputs, where run time is planning, not generated code.)
     java_options = [] if small_input else ["-XX:-DontCompileHugeMethods"]
     if quiet:
         log_conf = Path(__file__).with_name("log4j2.properties")
         java_options.append(f"-Dlog4j2.configurationFile={log_conf.as_uri()}")
-    if small_input:
-        java_options.append("-XX:TieredStopAtLevel=1")
     if not _launched_by_spark_submit():
         # The JVM started here maps the classes it loads from the archive `auditor warm-up`
         # built, when there is one (not while building one: one dynamic archive at a time).
