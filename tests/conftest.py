@@ -1,8 +1,10 @@
 """Shared test fixtures: one session-scoped SparkSession (local[2], 2 shuffle partitions,
-UI off, UTC), and helpers that lay out snapshot directories."""
+UI off, UTC, the settings production gives a small input), and helpers that lay out
+snapshot directories."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterator
@@ -29,7 +31,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
-    from auditor.spark import build_session
+    from auditor.spark import SMALL_TABLE_CONF, build_session
 
     session = build_session("local[2]", app_name="auditor-tests", conf={
         "spark.sql.shuffle.partitions": "2",
@@ -37,8 +39,25 @@ def spark() -> Iterator[object]:
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.memory": "2g",
         "spark.sql.adaptive.enabled": "false",  # as in production (auditor.spark)
+        # Every test input is small, and `auditor audit` runs a small input without code
+        # generation or broadcasts (auditor.run.SMALL_INPUT_CONF): tests that call
+        # load_snapshot and audit directly run the same way (and a third faster: compiling
+        # each query's generated code was most of their time). Two shuffle partitions
+        # instead of production's one keep results that depended on partitioning visible.
+        # The large-input path has its own tests, under `large_input`.
+        **{k: v for k, v in SMALL_TABLE_CONF.items() if v is not None},
     })
     yield session
+
+
+@contextlib.contextmanager
+def large_input(spark: object) -> Iterator[None]:
+    """Run the block with the settings a large input runs with (Spark's own: code
+    generation and broadcast joins on), instead of the session's small-input ones."""
+    from auditor.spark import SMALL_TABLE_CONF, session_conf
+
+    with session_conf(spark, {key: None for key in SMALL_TABLE_CONF}):  # type: ignore[arg-type]
+        yield
 
 
 def write(path: Path, text: str) -> Path:

@@ -12,6 +12,7 @@ regressions, ISR completeness) must equal the model's.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import pytest
@@ -25,6 +26,7 @@ from auditor.ingest import wholefile
 from auditor.simulator.kafka_text import PartitionMeta
 from auditor.summarise import digest
 from tests import reference as ref
+from tests.conftest import large_input
 from tests.history import History, histories
 from tests.scenarios import Replica, write_describe, write_partition
 
@@ -133,7 +135,7 @@ CHECKS = ("OFFSET_GAP", "OFFSET_OVERLAP", "EPOCH_REGRESSION", "ISR_INCOMPLETE")
 def test_summaries_and_drill_down_match_the_model(spark, tmp_path_factory, monkeypatch, batches_in_scan, ds) -> None:  # type: ignore[no-untyped-def]
     """Both ways a drill-down gets its batches: from the scan's rows (a small input) and by
     reading the files that hold them again (a large one)."""
-    _batches_in_scan(monkeypatch, batches_in_scan)
+    input_size = _batches_in_scan(spark, monkeypatch, batches_in_scan)
     monkeypatch.setattr(digest, "WINDOW_BITS", 2)
     monkeypatch.setattr(wholefile, "TAIL_LINES", 2)
     root = tmp_path_factory.mktemp("drill")
@@ -151,7 +153,8 @@ def test_summaries_and_drill_down_match_the_model(spark, tmp_path_factory, monke
                 (folder / ("again-" + original.name)).write_text(original.read_text())
     write_describe(root, {f"h{i}": [PartitionMeta(0, d.history.leader, tuple(d.logs), tuple(d.logs))]
                           for i, d in enumerate(ds)})
-    tables = audit(load_snapshot(spark, str(root)), "epoch", run_id="drill")
+    with input_size:
+        tables = audit(load_snapshot(spark, str(root)), "epoch", run_id="drill")
     rs = {(r.topic, r.replica): r for r in tables["replica_status"].collect()}
     lineage: dict[tuple[str, int], list] = {}  # type: ignore[type-arg]
     for r in tables["epoch_lineage"].filter(F.col("source") == "log").collect():
@@ -182,9 +185,14 @@ def test_the_model_finds_sequence_problems() -> None:
     assert gaps == {(4, 5)} and overlaps == {(6, 7)} and runs == {(9, 11, 1)}
 
 
-def _batches_in_scan(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
-    if not on:
-        monkeypatch.setattr(snapshot_module, "SMALL_INPUT_BYTES", -1)
+def _batches_in_scan(spark: object, monkeypatch: pytest.MonkeyPatch, on: bool) -> contextlib.AbstractContextManager[None]:
+    """Where the drill-down's batches come from, and the settings the audit runs with: a
+    small input's (the session's) with batches in the scan, a large input's when the files
+    are read again."""
+    if on:
+        return contextlib.nullcontext()
+    monkeypatch.setattr(snapshot_module, "SMALL_INPUT_BYTES", -1)
+    return large_input(spark)
 
 
 @pytest.mark.parametrize("batches_in_scan", [True, False], ids=["batches-in-scan", "files-read-again"])
@@ -193,7 +201,7 @@ def test_a_window_that_differs_only_in_content_is_drilled(spark, tmp_path, monke
     every truncation probe: a follower whose batch 9 has another CRC (window 8-11 of 4
     offsets), and a follower lagging within the tail whose last batch has another CRC
     (the tail prefix must match on digests, not only on counts)."""
-    _batches_in_scan(monkeypatch, batches_in_scan)
+    input_size = _batches_in_scan(spark, monkeypatch, batches_in_scan)
     monkeypatch.setattr(digest, "WINDOW_BITS", 2)
     monkeypatch.setattr(wholefile, "TAIL_LINES", 2)
     spans = [(i, i, 1) for i in range(20)]
@@ -201,7 +209,8 @@ def test_a_window_that_differs_only_in_content_is_drilled(spark, tmp_path, monke
     write_partition(tmp_path, "lagging", 0, {1: Replica(spans, 18), 2: Replica(spans[:18], 18, salt={17: "x"})})
     write_partition(tmp_path, "healthy", 0, {1: Replica(spans, 18), 2: Replica(spans[:18], 18)})
     write_describe(tmp_path, {t: [PartitionMeta(0, 1, (1, 2), (1, 2))] for t in ("middle", "lagging", "healthy")})
-    tables = audit(load_snapshot(spark, str(tmp_path)), "epoch", run_id="content")
+    with input_size:
+        tables = audit(load_snapshot(spark, str(tmp_path)), "epoch", run_id="content")
     rows = {r.topic: r for r in tables["replica_status"].filter(F.col("replica") == 2).collect()}
     assert (rows["middle"].divergence_offset, rows["middle"].status) == (9, "silent_divergence")
     assert rows["lagging"].divergence_offset == 17

@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from auditor import load_snapshot
-from tests.conftest import checkpoint, copy_fixture, physical_lines, write
+from tests.conftest import checkpoint, copy_fixture, large_input, physical_lines, write
 
 pytestmark = pytest.mark.spark
 
@@ -135,10 +135,11 @@ def test_big_file_split_across_many_tasks_parses_identically(spark, tmp_path: Pa
     write(tmp_path / "broker=3" / "d" / "big-0" / "all.txt", "\n".join(lines) + "\n")
     spark.conf.set("spark.sql.files.maxPartitionBytes", "2048")
     try:
-        snap = load_snapshot(spark, str(tmp_path))
-        n_files = snap.accounting.count()
-        rows = snap.batches.orderBy("base_offset").collect()
-        acc = snap.accounting.first()
+        with large_input(spark):  # as a large input is parsed: generated code, broadcasts
+            snap = load_snapshot(spark, str(tmp_path))
+            n_files = snap.accounting.count()
+            rows = snap.batches.orderBy("base_offset").collect()
+            acc = snap.accounting.first()
     finally:
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
     assert n_files == 1

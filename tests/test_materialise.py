@@ -107,6 +107,7 @@ def test_whole_file_lines_match_the_line_reader(spark, tmp_path: Path, small_inp
     from auditor.ingest.lines import number_lines, read_small_files, read_text_lines
     from auditor.run import SMALL_INPUT_CONF
     from auditor.spark import session_conf
+    from tests.conftest import large_input
 
     contents = [b"", b"\n", b"a", b"a\n", b"a\r\nb\rc\n\n", b"a\n\nb", b"\r\n\r\n", b"x\ry\r", b"0\n1\n2\n" * 700]
     files = []
@@ -115,7 +116,7 @@ def test_whole_file_lines_match_the_line_reader(spark, tmp_path: Path, small_inp
         path.write_bytes(body)
         files.append((i + 10, InputFile(path=str(path), rel=path.name, kind="k", snapshot=T0, broker=1,
                                         log_dir=None, topic=None, partition=None, size=len(body))))
-    with session_conf(spark, SMALL_INPUT_CONF if small_input else {}):
+    with session_conf(spark, SMALL_INPUT_CONF) if small_input else large_input(spark):
         whole = sorted(tuple(r) for r in read_small_files(spark, files).collect())
         by_line = sorted(tuple(r) for r in number_lines(read_text_lines(spark, files)).select(
             "file_id", "line_number", "text").collect())
