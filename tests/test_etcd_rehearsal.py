@@ -124,8 +124,10 @@ def test_a_follower_whose_tail_has_another_term_is_named(live) -> None:  # type:
     out, follower = live["out"], live["follower"]
     status = {r["replica"]: r for r in _of(_rows(out, "replica_status"), TAMPERED)}
     # the first rewritten index the follower's log holds (indexes covered by a member's
-    # snapshot are not part of its log, and nothing below both log starts is compared)
-    first = max(live["first"], *(r["log_start_offset"] for r in status.values()))
+    # snapshot are not part of its log, and nothing below the pair's two log starts is
+    # compared: the leader's and this follower's, not the other follower's)
+    (leader,) = [r for r in status.values() if r["status"] == "leader"]
+    first = max(live["first"], leader["log_start_offset"], status[follower]["log_start_offset"])
     assert first < status[follower]["high_watermark"], "the rewritten indexes must be committed"
     assert status[follower]["divergence_offset"] == first
     findings = {(f["replica"], f["check"]): f for f in _of(_rows(out, "findings"), TAMPERED)}
