@@ -83,7 +83,7 @@ def build_session(
             methods to the interpreter (HotSpot's default); Spark's planning, not data, is
             the work there. It keeps HotSpot's tiered compilation (C1, then C2): a C1-only
             JVM (``-XX:TieredStopAtLevel=1``, tried until 2026-11-25) plans 2x slower once
-            warm and lost on every cold CLI audit measured.
+            warm and was slower in 5 of 6 cold CLI audits measured (the sixth a tie).
         extra_java_options: more options for a driver JVM started here (not under spark-submit).
 
     Returns:
