@@ -230,7 +230,7 @@ def fixed_costs(work: Path, auditor: str) -> dict[str, object]:
     for root, args in ((one, ["--brokers", "3", "--topics", "1", "--partitions", "1", "--batches", "20",
                               "--no-shapes"]),
                        (demo, ["--brokers", "3", "--topics", "2", "--partitions", "4", "--faults",
-                                "unclean-election,lossy-shutdown,fast-failover,stopped-follower"])):
+                                "unclean-election,lossy-shutdown,fast-failover,stopped-follower,zombie-transaction,cleaner-bug"])):
         if not (root / "topics-describe.txt").exists():
             shutil.rmtree(root, ignore_errors=True)
             subprocess.run([auditor, "simulate", str(root), "--seed", "7", *args], check=True, capture_output=True)

@@ -28,7 +28,7 @@ def demo_tables(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
 
     base = tmp_path_factory.mktemp("report")
     simulate(base / "snapshot", brokers=3, topics=2, partitions=4, seed=7,
-             faults="unclean-election,lossy-shutdown,fast-failover,stopped-follower")  # as scripts/demo.sh
+             faults="unclean-election,lossy-shutdown,fast-failover,stopped-follower,zombie-transaction,cleaner-bug")  # as scripts/demo.sh
     out = base / "tables"
     run_audit(spark, str(base / "snapshot"), str(out), Config(cluster="demo", fail_on="never"), run_id="demo-1")
     return out

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from auditor.cli import main
 from auditor.errors import InputError
 from auditor.simulator import ALL_FAULTS, parse_faults, simulate
-from auditor.simulator.history import FAULTS
+from auditor.simulator.history import FAULTS, SHAPED_FAULTS
 from auditor.simulator.kraft import KRAFT_FAULTS
 from auditor.simulator.model import EpochCache, Log, epoch_truncation, kip101_truncation
 
@@ -233,21 +233,29 @@ def test_truncate_from_start_is_kafkas() -> None:
 
 def test_shapes_change_the_files_not_the_truth(tmp_path: Path) -> None:
     """Tiered storage and DeleteRecords on fault-free partitions: the dumps, checkpoints and
-    describe output change as on a real broker; the expected findings do not."""
+    describe output change as on a real broker; the expected findings do not. (The faults
+    that need a shape, a zombie transaction and a cleaner bug, happen only in the shaped
+    cluster: their partitions are compared apart.)"""
     kwargs = dict(topics=3, partitions=8, batches=40, segment_batches=6, seed=21, faults="all")
     shaped = simulate(tmp_path / "shaped", **kwargs)  # type: ignore[arg-type]
-    simulate(tmp_path / "plain", shapes=False, **kwargs)  # type: ignore[arg-type]
+    plain = simulate(tmp_path / "plain", shapes=False, **kwargs)  # type: ignore[arg-type]
     assert shaped.shapes["tiered"] >= 1 and shaped.shapes["retention"] >= 1, shaped.shapes
+    assert set(SHAPED_FAULTS) <= set(shaped.faults) and not set(SHAPED_FAULTS) & set(plain.faults)
+    assert {f: plain.faults_skipped[f] for f in SHAPED_FAULTS} == {f: 1 for f in SHAPED_FAULTS}
+    hosting = {(f["topic"], f["partition"]) for f in json.loads(
+        (tmp_path / "shaped" / "expected_findings.json").read_text())["faults"] if f["fault"] in SHAPED_FAULTS}
 
     def truth(name: str, topic: str | None = None) -> dict:  # type: ignore[type-arg]
         doc = json.loads((tmp_path / name / "expected_findings.json").read_text())
-        return {k: [x for x in doc[k] if (x["topic"] == "__consumer_offsets") == (topic is not None)]
+        return {k: [x for x in doc[k] if (x["topic"] == "__consumer_offsets") == (topic is not None)
+                    and (x["topic"], x["partition"]) not in hosting]
                 for k in ("findings", "replicas", "faults")}
 
     assert truth("shaped") == truth("plain")
-    # the consumer offsets topic the shapes add: nothing to find, no follower diverged
+    # the consumer offsets topic the shapes add: nothing to find, no follower diverged, but
+    # where a shaped fault happened
     offsets = truth("shaped", "__consumer_offsets")
-    assert offsets["findings"] == [] and len(offsets["replicas"]) == 4
+    assert offsets["findings"] == [] and offsets["replicas"]
     assert all(r["divergence_offset"] is None and r["truncation_offset"] is None for r in offsets["replicas"])
     root = tmp_path / "shaped"
     describe = (root / "topics-describe.txt").read_text()
@@ -335,3 +343,40 @@ def test_consumer_offsets_are_compacted_by_each_replica_on_its_own(tmp_path: Pat
     assert len({tuple(v) for v in logs.values()}) == 3  # each replica cleaned on its own
     tails = [set(v[-5:]) for v in logs.values()]  # the active segment is never cleaned
     assert tails[0] == tails[1] == tails[2]
+
+
+def test_shaped_faults_and_their_ground_truth(tmp_path: Path) -> None:
+    """A zombie transaction (a deposed leader's transactional batches in its old epoch, no
+    marker, above the HWM) and a cleaner bug (a committed batch dropped by the leader's
+    cleaner above every HWM checkpoint) land only where their shape is, with the findings
+    SPEC 5 gives them; a second stopped follower below min ISR is named in ``Elr:``."""
+    import re
+
+    summary = simulate(tmp_path / "s", topics=3, partitions=4, batches=30, seed=5, segment_batches=8,
+                       faults="zombie-transaction=2,cleaner-bug=1,stopped-follower=4")
+    assert summary.faults == {"zombie-transaction": 2, "cleaner-bug": 1, "stopped-follower": 4}
+    doc = json.loads((tmp_path / "s" / "expected_findings.json").read_text())
+    describe = (tmp_path / "s" / "topics-describe.txt").read_text()
+    txn_topic = [line.split()[1] for line in describe.splitlines() if "PartitionCount" in line][2]
+    where = {f["fault"]: set() for f in doc["faults"]}  # type: ignore[var-annotated]
+    for f in doc["faults"]:
+        where[f["fault"]].add((f["topic"], f["partition"]))
+    assert all(t in (txn_topic, "__consumer_offsets") for t, _ in where["zombie-transaction"])
+    assert all(t == "__consumer_offsets" for t, _ in where["cleaner-bug"])
+    claims = Counter((c["check"], c["severity"], c["topic"], c["partition"]) for c in doc["findings"])
+    for topic, p in where["zombie-transaction"]:
+        assert claims[("DIVERGENT_SUFFIX", "WARNING", topic, p)] == 1, claims
+        # the zombie's batches: transactional, a producer of their own, and no marker for it
+        zombie = [line for d in (tmp_path / "s").glob(f"broker=*/data/{topic}-{p}/*.txt")
+                  for line in d.read_text().splitlines() if "producerId: 49" in line]
+        assert zombie and all("isTransactional: true isControl: false" in line for line in zombie)
+    (topic, p), = where["cleaner-bug"]
+    assert claims[("OFFSET_GAP", "WARNING", topic, p)] == 1
+    assert claims[("SILENT_DIVERGENCE", "CRITICAL", topic, p)] == 2  # both followers kept the batch
+    gap = next(c for c in doc["findings"] if c["check"] == "OFFSET_GAP")
+    followers = [r for r in doc["replicas"] if (r["topic"], r["partition"]) == (topic, p)]
+    assert {r["divergence_offset"] for r in followers} == {gap["offset_start"]}
+    assert {r["truncation_offset"] for r in followers} == {None}
+    # KIP-966: the ISR fell below min ISR 2, so the follower that left it then is eligible
+    elr = re.findall(r"Isr: (\d+)\tElr: (\d+)\t", describe)
+    assert elr and all(isr != e for isr, e in elr)

@@ -40,7 +40,13 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
-from auditor.simulator.history import FAULTS, PartitionHistory, continue_partition, simulate_partition
+from auditor.simulator.history import (
+    FAULTS,
+    SHAPED_FAULTS,
+    PartitionHistory,
+    continue_partition,
+    simulate_partition,
+)
 from auditor.simulator.kraft import KRAFT_FAULTS, kraft_style_for, simulate_quorum
 from auditor.simulator.model import BatchRef
 from auditor.simulator.truth import checkpoint_entries, partition_truth
@@ -147,18 +153,39 @@ def topic_names(count: int, prefix: str = "") -> list[str]:
     return [f"{prefix}{TOPIC_NAMES[i % len(TOPIC_NAMES)]}-{i // len(TOPIC_NAMES)}" for i in range(count)]
 
 
-def plan_faults(counts: Counter[str], partitions: int, seed: int, salt: str = "") -> dict[int, list[str]]:
+def plan_faults(counts: Counter[str], partitions: int, seed: int, salt: str = "",
+                hosts: dict[str, list[int]] | None = None) -> dict[int, list[str]]:
     """Which partitions (global index) carry which faults: spread over distinct partitions
     as long as there are enough, in an order fixed by the seed (and ``salt``: each
-    continuation has its own plan)."""
+    continuation has its own plan).
+
+    The faults of a real cluster's shapes (:data:`SHAPED_FAULTS`) go only to the partitions
+    ``hosts`` lists for their shape (``transactional``, ``compacted``), the most
+    constrained fault first and each on a partition of its own while there are enough;
+    with no host they are not planned (the caller counts them as skipped)."""
     rng = random.Random(f"{seed}/plan{salt}")
     order = list(range(partitions))
     rng.shuffle(order)
     plan: dict[int, list[str]] = {}
-    instances = [f for f in FAULTS for _ in range(counts.get(f, 0))]
+    instances = [f for f in FAULTS if f not in SHAPED_FAULTS for _ in range(counts.get(f, 0))]
     for i, fault in enumerate(instances):
         plan.setdefault(order[i % partitions], []).append(fault)
+    taken: set[int] = set()
+    for fault in sorted(SHAPED_FAULTS, key=lambda f: len((hosts or {}).get(SHAPED_FAULTS[f], []))):
+        where = list((hosts or {}).get(SHAPED_FAULTS[fault], []))
+        if not where:
+            continue
+        random.Random(f"{seed}/plan{salt}/{fault}").shuffle(where)
+        where.sort(key=lambda i: i in taken)  # (stable) free partitions first
+        for i in range(counts.get(fault, 0)):
+            plan.setdefault(where[i % len(where)], []).append(fault)
+            taken.add(where[i % len(where)])
     return plan
+
+
+def unplaced(counts: Counter[str], hosts: dict[str, list[int]]) -> Counter[str]:
+    """The shaped faults :func:`plan_faults` could not place (no partition of their shape)."""
+    return Counter({f: counts[f] for f in SHAPED_FAULTS if counts.get(f, 0) and not hosts.get(SHAPED_FAULTS[f])})
 
 
 #: How dumps are laid out on disk (SPEC 3.1 reads both).
@@ -215,7 +242,7 @@ class _Writer:
         ``compacted`` (each replica's cleaner, :func:`cleaned`). Shapes are given only to
         partitions without faults: the ground truth is unchanged."""
         self.describe.write(describe_partition_line(
-            h.topic, PartitionMeta(h.partition, h.leader, tuple(h.assignment), tuple(h.isr))))
+            h.topic, PartitionMeta(h.partition, h.leader, tuple(h.assignment), tuple(h.isr), tuple(h.elr))))
         committed = min(r.hwm for r in h.replicas.values())
         log_start = retained_log_start(h, committed, self.segment_batches) if shape == "retention" else None
         if shape is not None and (shape in ("tiered", "compacted") or log_start is not None):
@@ -260,9 +287,10 @@ class _Writer:
         batch: list[Batch] = []
         for b in r.log.batches():
             crc = zlib.crc32(f"{h.topic}/{h.partition}/{b.tag}/{b.base}".encode()) & 0xFFFFFFFF
+            producer = zombie_producer(b) if b.tag in h.zombie_tags else \
+                transactional_producer(b, crc) if transactional else None
             batch.append(Batch(b.base, b.last, b.epoch, crc, timestamp=BASE_TIMESTAMP + b.base * 3,
-                               valid=b.base not in r.corrupt, bytes_per_record=18,
-                               producer=transactional_producer(b, crc) if transactional else None))
+                               valid=b.base not in r.corrupt, bytes_per_record=18, producer=producer))
             if len(batch) == self.segment_batches:
                 yield batch[0].base_offset, batch
                 batch = []
@@ -436,6 +464,13 @@ def transactional_producer(b: BatchRef, crc: int) -> Producer:
     return Producer(producer_id, producer_epoch=b.tag % 2, base_sequence=b.base % (1 << 31))
 
 
+def zombie_producer(b: BatchRef) -> Producer:
+    """The writer of a zombie transaction's batch (the ``zombie-transaction`` fault): a
+    transactional producer that another instance has fenced, still writing to a deposed
+    leader; no marker ever ends its transaction."""
+    return Producer(4900 + b.tag % 4, producer_epoch=7, base_sequence=b.base % (1 << 31))
+
+
 def partition_shape(topic_index: int, partition: int, faults: list[str]) -> str | None:
     """The shape of one partition (None: a plain log from offset 0)."""
     if faults:
@@ -502,13 +537,23 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
         raise InputError(f"--topic-prefix {topic_prefix!r}: only letters, digits, '.', '_' and '-' are allowed in topic names")
     names = topic_names(topics, topic_prefix)
     total = topics * partitions
-    plan = plan_faults(counts, total, seed)
-    later = [(int(c["batches"]), plan_faults(parse_faults(str(c["faults"])), total, seed, f"/continue/{k}"))  # type: ignore[call-overload]
-             for k, c in enumerate(continuations or [])]
+    summary = SimulationSummary(base, brokers, topics, total)
+    # where the faults of real clusters' shapes can happen: transactional topics and the
+    # consumer offsets topic (transactional offset commits land there) for a zombie
+    # transaction, the compacted consumer offsets topic for a cleaner bug
+    offsets = list(range(total, total + OFFSETS_PARTITIONS)) if shapes else []
+    hosts = {"transactional": [t * partitions + p for t in range(topics) if shapes and is_transactional_topic(t)
+                               for p in range(partitions)] + offsets,
+             "compacted": offsets}
+    plan = plan_faults(counts, total, seed, hosts=hosts)
+    later_counts = [parse_faults(str(c["faults"])) for c in continuations or []]
+    later = [(int(c["batches"]), plan_faults(more, total, seed, f"/continue/{k}", hosts=hosts))  # type: ignore[call-overload]
+             for k, (c, more) in enumerate(zip(continuations or [], later_counts))]
+    for wanted_counts in (counts, *later_counts):
+        summary.faults_skipped.update(unplaced(wanted_counts, hosts))
     if dump_layout not in DUMP_LAYOUTS:
         raise InputError(f"--dump-layout {dump_layout!r}: one of {', '.join(DUMP_LAYOUTS)}")
     writer = _Writer(base, brokers, style, records, segment_batches, dump_layout)
-    summary = SimulationSummary(base, brokers, topics, total)
     applied: list[dict[str, object]] = []
     index = 0
     for t, name in enumerate(names):
@@ -548,12 +593,19 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
                                                              "min.insync.replicas": str(min(min_isr, rf))})
         for p in range(OFFSETS_PARTITIONS):
             replicas = [(index + j) % brokers + 1 for j in range(rf)]
-            h = simulate_partition(offsets_topic, p, replicas, batches, [], seed, min_isr)
-            for step, (more, _) in enumerate(later):
-                continue_partition(h, step, more, [], seed)
+            wanted = plan.get(index, [])
+            h = simulate_partition(offsets_topic, p, replicas, batches, wanted, seed, min_isr)
+            h.compacted = True
+            for step, (more, later_plan) in enumerate(later):
+                continue_partition(h, step, more, later_plan.get(index, []), seed)
+                wanted = wanted + later_plan.get(index, [])
             writer.partition(h, "compacted")
             summary.replicas += len(replicas)
             summary.partitions += 1
+            for fault in h.applied:
+                summary.faults[fault] += 1
+                applied.append({"fault": fault, "topic": offsets_topic, "partition": p})
+            summary.faults_skipped.update(Counter(wanted) - Counter(h.applied))
             index += 1
     if kraft_controllers and kraft_style is not None:
         quorum, claims, followers, files = simulate_quorum(base, kraft_controllers, brokers, batches // 2,

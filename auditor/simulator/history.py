@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from auditor.simulator.model import EpochCache, Log, Truncation, epoch_truncation, kip101_truncation
+from auditor.simulator.model import BatchRef, EpochCache, Log, Truncation, epoch_truncation, kip101_truncation
 
 # fault kinds, in the order they are applied inside one partition
 FAULTS = (
@@ -22,12 +22,20 @@ FAULTS = (
     "fast-failover",           # KIP-279 scenario 1: two leader changes before the follower truncates
     "unclean-election",        # an out-of-sync replica becomes leader; the old leader's tail diverges
     "lossy-shutdown",          # a replica restarts with a prefix of its log and a stale HWM checkpoint
+    "cleaner-bug",             # the leader's log cleaner drops a committed batch above its limit
+    "zombie-transaction",      # a deposed leader takes a zombie transaction's batches in its old epoch
     "corrupt-batch",           # a batch printed isvalid: false
     "torn-tail",               # invalid bytes at the end of the newest segment
     "lost-epoch-checkpoint",   # leader-epoch-checkpoint missing from the snapshot
     "stale-epoch-checkpoint",  # leader-epoch-checkpoint an older version, lacking its newest entry
 )
 CHECKPOINT_FAULTS = ("corrupt-batch", "torn-tail", "lost-epoch-checkpoint", "stale-epoch-checkpoint")
+#: Incidents of the moment the snapshot is taken: applied after the partition settles.
+FINAL_FAULTS = ("cleaner-bug", "zombie-transaction")
+#: Faults that belong to a shape of real clusters, and the partitions that can host them:
+#: transactional topics (and ``__consumer_offsets``, where transactional offset commits
+#: land) for the zombie transaction, compacted topics for the cleaner.
+SHAPED_FAULTS = {"zombie-transaction": "transactional", "cleaner-bug": "compacted"}
 
 
 @dataclass
@@ -59,6 +67,9 @@ class PartitionHistory:
         self.leader = brokers[0]
         self.epoch = first_epoch
         self.isr = list(brokers)
+        self.elr: list[int] = []  # KIP-966's eligible leader replicas (3.7+)
+        self.compacted = False  # the topic's cleanup.policy compacts (SPEC 4.5; set by the writer)
+        self.zombie_tags: set[int] = set()  # appends of a zombie transactional producer
         self.view: dict[int, int | None] = {b: None for b in brokers}  # the leader's view of follower LEOs
         self.tag = 0
         self.applied: list[str] = []
@@ -113,6 +124,7 @@ class PartitionHistory:
         leso = next((s for e, s in lead.cache.entries if e == self.epoch), lead.log.leo)
         if broker not in self.isr and f.log.leo >= max(lead.hwm, leso) and f.log.leo == lead.log.leo:
             self.isr.append(broker)  # caught up: back in sync
+            self._update_elr()
         self._advance_hwm()
         f.hwm = min(lead.hwm, f.log.leo)
 
@@ -136,12 +148,28 @@ class PartitionHistory:
         self.view = {b: None for b in self.assignment}  # followers must fetch in the new epoch
         if not clean:
             self.isr = [broker]
+            self.elr = []  # an unclean election gives up the ELR's guarantee (KIP-966)
         elif broker not in self.isr:
             raise ValueError("a clean election picks an ISR member")
 
     def shrink(self, broker: int) -> None:
+        """The controller removes ``broker`` from the ISR. KIP-966 (3.7+): a member removed
+        while the ISR falls below min ISR joins the ELR; it holds every committed record,
+        and the HWM cannot advance past it while the ISR stays below min ISR."""
         if broker in self.isr and broker != self.leader:
             self.isr.remove(broker)
+            if len(self.isr) < self.min_isr and broker not in self.elr:
+                self.elr.append(broker)
+
+    def _update_elr(self) -> None:
+        """A member back in the ISR leaves the ELR; an ISR at min ISR clears it (KIP-966)."""
+        self.elr = [] if len(self.isr) >= self.min_isr else [b for b in self.elr if b not in self.isr]
+
+    def unclean_restart(self, broker: int) -> None:
+        """A broker that restarts after an unclean shutdown is no longer eligible (KIP-966)."""
+        self.shrink(broker)
+        if broker in self.elr:
+            self.elr.remove(broker)
 
     def clean_candidates(self) -> list[int]:
         return [b for b in self.isr if b != self.leader and not self.replicas[b].frozen
@@ -226,7 +254,18 @@ class PartitionHistory:
         return f
 
     def _stopped_follower(self) -> bool:
-        return self._stop_a_follower() is not None
+        if self._stop_a_follower() is None:
+            return False
+        # half the time a second follower stops too while the ISR is at min ISR: the ISR
+        # falls below it, and that follower joins the ELR (KIP-966; the HWM stops)
+        rest = self.followers()
+        if rest and len(self.isr) == self.min_isr and self.rng.random() < 0.5:
+            g = self.rng.choice(rest)
+            if g in self.isr:
+                self.replicas[g].frozen = True
+                self.shrink(g)
+                self.produce(self.rng.randint(1, 3))
+        return True
 
     def _zombie_leader(self) -> bool:
         if not self._ensure_two_epochs():
@@ -308,7 +347,53 @@ class PartitionHistory:
         # the epoch checkpoint keeps what was assigned before the crash (entries may lie past the new end)
         r.frozen = True
         r.needs_truncation = True
-        self.shrink(victim)
+        self.unclean_restart(victim)
+        return True
+
+    def _zombie_transaction(self) -> bool:
+        """The leader is deposed in a clean election; before it learns so, it appends a
+        zombie transactional producer's batches in its old epoch (a fenced producer still
+        talking to it). They never reach the HWM and no marker ends their transaction; the
+        snapshot is taken before the deposed leader fetches (and truncates them away)."""
+        for b in self.followers():
+            self.fetch(b, 10**9)
+        a = self.leader
+        cands = [b for b in self.clean_candidates() if self.replicas[b].log.leo == self.lead.log.leo]
+        if not cands:
+            return False
+        old_epoch = self.epoch
+        self.elect(self.rng.choice(cands))
+        self.produce(self.rng.randint(1, 4), size=self.rng.randint(1, 3), epoch=old_epoch, writer=a)
+        self.zombie_tags.add(self.tag)
+        self.replicas[a].frozen = True
+        return True
+
+    def _cleaner_bug(self) -> bool:
+        """The leader's log cleaner removes a batch above its limit: a batch every replica
+        holds (committed, acknowledged to the producer) but above every replica's HWM
+        checkpoint, which is written every few seconds (so the cleaner, bounded by the
+        checkpointed HWM, should not have touched it). The followers keep it."""
+        if any(r.frozen for r in self.replicas.values()) or len(self.isr) < len(self.assignment):
+            return False
+        checkpointed = {b: r.hwm for b, r in self.replicas.items()}
+        self.produce(self.rng.randint(3, 5))
+        for b in self.followers():
+            self.fetch(b, 10**9)
+        for b, hwm in checkpointed.items():
+            self.replicas[b].hwm = hwm
+        lead = self.lead.log
+        above = max(checkpointed.values())
+
+        def same_epoch_before(b: BatchRef) -> bool:
+            prev = lead.batch_at(b.base - 1)
+            return prev is not None and prev.epoch == b.epoch
+
+        # above every checkpointed HWM, not the log's last batch (the gap shows), not the
+        # first of its epoch (the epoch cache keeps its start)
+        cands = [b.base for b in lead.batches() if b.base >= above and b.last + 1 < lead.leo and same_epoch_before(b)]
+        if not cands:
+            return False
+        lead.remove(self.rng.choice(cands))
         return True
 
     def _corrupt_batch(self) -> bool:
@@ -350,14 +435,12 @@ def continue_partition(h: PartitionHistory, step: int, batches: int, faults: lis
     ordered = sorted(faults, key=FAULTS.index)
     if batches > 0:
         h.normal(h.lead.log.batch_count + batches, elections=h.rng.random() < 0.5)
-    incidents = [f for f in ordered if f not in CHECKPOINT_FAULTS]
+    incidents = [f for f in ordered if f not in CHECKPOINT_FAULTS and f not in FINAL_FAULTS]
     for fault in incidents:
         h.inject(fault)
     if incidents and h.rng.random() < 0.5:
         h.settle()
-    for fault in ordered:
-        if fault in CHECKPOINT_FAULTS:
-            h.inject(fault)
+    _final(h, ordered)
 
 
 def simulate_partition(topic: str, partition: int, brokers: list[int], batches: int, faults: list[str],
@@ -370,12 +453,20 @@ def simulate_partition(topic: str, partition: int, brokers: list[int], batches: 
         for r in h.replicas.values():
             r.protocol = "kip-101"
     h.normal(max(1, batches), elections=rng.random() < 0.5)
-    incidents = [f for f in ordered if f not in CHECKPOINT_FAULTS]
+    incidents = [f for f in ordered if f not in CHECKPOINT_FAULTS and f not in FINAL_FAULTS]
     for fault in incidents:
         h.inject(fault)
     if not incidents or rng.random() < 0.5:
         h.settle()
+    _final(h, ordered)
+    return h
+
+
+def _final(h: PartitionHistory, ordered: list[str]) -> None:
+    """The incidents of the snapshot's moment, then the faults of the files on disk."""
+    for fault in ordered:
+        if fault in FINAL_FAULTS:
+            h.inject(fault)
     for fault in ordered:
         if fault in CHECKPOINT_FAULTS:
             h.inject(fault)
-    return h

@@ -50,7 +50,8 @@ class BatchRef:
 
 @dataclass
 class Log:
-    """A replica's log (log start offset 0: the simulator has no retention)."""
+    """A replica's log (log start offset 0: the simulator has no retention). Batches are
+    contiguous but where :meth:`remove` took one out."""
 
     runs: list[Run] = field(default_factory=list)
 
@@ -89,18 +90,23 @@ class Log:
         base = r.base + (offset - r.base) // r.size * r.size
         return BatchRef(base, base + r.size - 1, r.epoch, r.tag)
 
-    def first_disagreement(self, other: Log, below: int | None = None) -> int | None:
-        """The first batch base of this log (below ``below``) that ``other`` does not hold an
-        identical copy of. Copies keep the writer's tag and offsets, so this walks runs."""
+    def first_disagreement(self, other: Log, below: int | None = None, start: int = 0) -> int | None:
+        """The first offset of this log (below ``below``) held by a batch that ``other`` does
+        not hold an identical copy of: that batch's base, or ``start`` when the batch
+        reaches over it (batches ending below ``start`` are not compared: SPEC 4.5's
+        compacted range). Copies keep the writer's tag and offsets, so this walks runs."""
         for ra in self.runs:
-            pos = ra.base
-            if below is not None and pos >= below:
+            if ra.end <= start:
+                continue
+            pos = ra.base + max(0, start - ra.base) // ra.size * ra.size
+            if below is not None and max(pos, start) >= below:
                 return None
             i = other._run_index(pos)
             while pos < ra.end:
                 rb = other.runs[i] if i < len(other.runs) else None
                 if rb is None or rb.base > pos or rb.tag != ra.tag:
-                    return pos if below is None or pos < below else None
+                    found = max(pos, start)
+                    return found if below is None or found < below else None
                 pos = min(rb.end, ra.end)
                 i += 1
         return None
@@ -123,6 +129,16 @@ class Log:
                     kept.append(Run(r.base, whole, r.size, r.epoch, r.tag))
         self.runs = kept
         return before - self.leo
+
+    def remove(self, base: int) -> None:
+        """Remove the batch at ``base`` from inside the log (a cleaner's doing: a gap)."""
+        i = self._run_index(base)
+        r = self.runs[i]
+        k = (base - r.base) // r.size
+        if not r.base <= base < r.end or r.base + k * r.size != base:
+            raise ValueError(f"no batch starts at {base}")
+        parts = [Run(r.base, k, r.size, r.epoch, r.tag), Run(base + r.size, r.n - k - 1, r.size, r.epoch, r.tag)]
+        self.runs[i:i + 1] = [p for p in parts if p.n > 0]
 
     def copy_from(self, source: Log, start: int, max_batches: int) -> int:
         """Append ``source``'s batches from ``start`` (a batch base of ``source`` equal to this

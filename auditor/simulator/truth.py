@@ -63,18 +63,19 @@ def loaded_cache(r: Replica) -> EpochCache:
     return EpochCache(entries).without_entries_above(r.log.leo)
 
 
-def _same_epoch_conflict(follower: Log, leader: Log) -> BatchRef | None:
-    """The follower's first batch at whose base the leader holds another batch of the same epoch."""
+def _same_epoch_conflict(follower: Log, leader: Log, floor: int = 0) -> BatchRef | None:
+    """The follower's first batch (of those reaching ``floor``) at whose base the leader
+    holds another batch of the same epoch."""
     best: BatchRef | None = None
     for ra in follower.runs:
         if best is not None and ra.base > best.base:
             break
-        if ra.epoch < 0:
+        if ra.epoch < 0 or ra.end <= floor:
             continue
         for rb in leader.runs:
             if rb.end <= ra.base or rb.base >= ra.end or rb.tag == ra.tag or rb.epoch != ra.epoch:
                 continue
-            start = max(ra.base, rb.base)
+            start = max(ra.base, rb.base, ra.base + max(0, floor - ra.base) // ra.size * ra.size)
             o = ra.base + -(-(start - ra.base) // ra.size) * ra.size  # first batch base of ra from start
             for _ in range(rb.size):  # the bases of both runs meet within one period, if at all
                 if o >= min(ra.end, rb.end):
@@ -124,6 +125,24 @@ def _cache_mismatches(h: PartitionHistory, r: Replica) -> list[Claim]:
     return claims
 
 
+def in_isr(h: PartitionHistory, broker: int) -> bool:
+    """An ISR member in SPEC's sense: a member of the ISR or of the ELR (SPEC 4.6)."""
+    return broker in h.isr or broker in h.elr
+
+
+def _gaps(h: PartitionHistory, r: Replica) -> list[Claim]:
+    """``OFFSET_GAP`` at WARNING: a batch missing from inside ``r``'s log (a cleaner bug's
+    doing). On a compacted topic a gap that ends at or below the partition's highest HWM
+    is the cleaner's own work (INFO, SPEC 4.5: not claimed)."""
+    hmax = max(x.hwm for x in h.replicas.values())
+    claims, prev_end = [], None
+    for run in r.log.runs:
+        if prev_end is not None and run.base > prev_end and not (h.compacted and run.base <= hmax):
+            claims.append(Claim("OFFSET_GAP", "WARNING", h.topic, h.partition, r.broker, prev_end, run.base))
+        prev_end = run.end
+    return claims
+
+
 def _replica_claims(h: PartitionHistory, r: Replica) -> list[Claim]:
     t, p, b = h.topic, h.partition, r.broker
     claims = []
@@ -133,8 +152,9 @@ def _replica_claims(h: PartitionHistory, r: Replica) -> list[Claim]:
             claims.append(Claim("CORRUPT_BATCH", "CRITICAL", t, p, b, batch.base, batch.last + 1))
     if r.torn_bytes:
         claims.append(Claim("CORRUPT_BATCH", "WARNING", t, p, b, r.log.leo, None))  # always the newest segment
+    claims += _gaps(h, r)
     if r.hwm > r.log.leo:
-        important = b == h.leader or b in h.isr
+        important = b == h.leader or in_isr(h, b)
         claims.append(Claim("HWM_ABOVE_LEO", "CRITICAL" if important else "ERROR", t, p, b, r.log.leo, r.hwm))
     claims += _epoch_regressions(h, r)
     claims += _cache_mismatches(h, r)
@@ -146,7 +166,10 @@ def _replica_claims(h: PartitionHistory, r: Replica) -> list[Claim]:
 def _pair(h: PartitionHistory, f: Replica) -> tuple[FollowerTruth, list[Claim]]:
     lead = h.lead
     t_, p, b = h.topic, h.partition, f.broker
-    d = f.log.first_disagreement(lead.log)
+    # SPEC 4.5: on a compacted topic each replica's cleaner works below its own HWM, so
+    # batches are compared only from the higher of the two HWMs
+    floor = max(lead.hwm, f.hwm) if h.compacted else 0
+    d = f.log.first_disagreement(lead.log, start=floor)
     tr = epoch_truncation(f.log, loaded_cache(f), f.hwm, loaded_cache(lead), lead.log.leo)
     t = tr.offset
     leo_f = f.log.leo
@@ -165,11 +188,11 @@ def _pair(h: PartitionHistory, f: Replica) -> tuple[FollowerTruth, list[Claim]]:
         claim("LOG_MATCHING_VIOLATION", "CRITICAL", d, min(lead.hwm, f.hwm))
     if t is not None and t < f.hwm:
         claim("COMMITTED_DATA_LOSS", "CRITICAL", t, f.hwm)
-    conflict = _same_epoch_conflict(f.log, lead.log)
+    conflict = _same_epoch_conflict(f.log, lead.log, floor)
     if conflict is not None:
         claim("SAME_EPOCH_CONFLICT", "CRITICAL", conflict.base, conflict.last + 1)
-    if b in h.isr:
-        missing = lead.log.first_disagreement(f.log, below=lead.hwm)
+    if in_isr(h, b):
+        missing = lead.log.first_disagreement(f.log, below=lead.hwm, start=floor)
         if missing is not None:
             claim("ISR_INCOMPLETE", "CRITICAL", missing, lead.hwm)
     return FollowerTruth(t_, p, b, d, t, tr.rounds), claims
