@@ -100,10 +100,12 @@ def test_auditor_matches_ground_truth(merged, case: str) -> None:  # type: ignor
 def test_the_mix_holds_tiered_and_retained_partitions(merged) -> None:  # type: ignore[no-untyped-def]
     """The cases above audit real clusters' shapes too (issue 23): partitions with tiered
     storage (remote segments not dumped, log start 0), with a log start inside the first
-    segment, transactional topics, and a compacted ``__consumer_offsets`` cleaned by each
-    replica on its own; their findings are in the comparisons above."""
+    segment, transactional topics, a compacted ``__consumer_offsets`` cleaned by each
+    replica on its own, and an ELR in the describe output; their findings are in the
+    comparisons above."""
     _, summaries, *_ = merged
     shapes = Counter()  # type: ignore[var-annotated]
     for summary in summaries.values():
         shapes.update(summary.shapes)
     assert shapes["tiered"] >= 3 and shapes["retention"] >= 1 and shapes["compacted"] == 2 * len(CASES), shapes
+    assert shapes["elr"] >= 1, shapes  # a describe line names an eligible leader replica (KIP-966)

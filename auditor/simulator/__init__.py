@@ -247,6 +247,8 @@ class _Writer:
         log_start = retained_log_start(h, committed, self.segment_batches) if shape == "retention" else None
         if shape is not None and (shape in ("tiered", "compacted") or log_start is not None):
             self.shapes_seen[shape] += 1
+        if h.elr:
+            self.shapes_seen["elr"] += 1
         for broker in h.assignment:
             r = h.replicas[broker]
             folder = self.root / f"broker={broker}" / "data" / f"{h.topic}-{h.partition}"
