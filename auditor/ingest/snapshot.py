@@ -5,6 +5,7 @@ A replica is ``(snapshot, topic, partition, replica)`` where ``replica`` is the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timezone
 from functools import reduce
 
@@ -37,7 +38,7 @@ from auditor.ingest.dumps import dedupe_segments
 from auditor.ingest.lines import LINE_COUNTS, line_counts, read_small_files
 from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, Snapshot
 from auditor.materialise import materialise, new_work_dir
-from auditor.spark import local_frame
+from auditor.spark import REPLICAS_PER_PARTITION, local_frame
 from auditor.summarise.scan import SCAN_COLUMNS, pending_summaries, scan_batches, scan_dumps, split_scan
 
 #: A small input, in bytes: up to this, the run takes the small-input session settings
@@ -137,17 +138,21 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
         f.kind == d.DUMP and f.topic is not None and f.partition is not None
         and d.is_kraft_folder(f.topic, f.partition))]
     kraft_scan, kraft_lines = _kraft_scan(spark, kraft_files, files) if kraft_files else ({}, None)
+    replica_estimate = len({(f.snapshot, f.broker, f.topic, f.partition) for f in found.files})
+    few = few_partitions(replica_estimate)
     # Cut point 1 (one job): every dump line read once into the scan's aggregate, and the
     # small files parsed.
     first = materialise({
         "scan": scan_dumps(spark, to_scan, dump_frame, per_batch=per_batch),
-        "entries": cps.entries.withColumnRenamed("broker", "replica"),
-        "checkpoint_files": cps.files,
-        "metadata": desc.metadata,
-        "topics": desc.topics,
-        "small_lines": cps.lines.unionByName(desc.lines).unionByName(
-            kraft_lines if kraft_lines is not None else cps.lines.limit(0)),
-        **kraft_scan,
+        **few({
+            "entries": cps.entries.withColumnRenamed("broker", "replica"),
+            "checkpoint_files": cps.files,
+            "metadata": desc.metadata,
+            "topics": desc.topics,
+            "small_lines": cps.lines.unionByName(desc.lines).unionByName(
+                kraft_lines if kraft_lines is not None else cps.lines.limit(0)),
+            **kraft_scan,
+        }),
     }, work_dir, "scan")
     kraft_frames = _kraft_frames(spark, kraft_files, first, files) if kraft_files else {}
     scan = first["scan"]
@@ -174,7 +179,7 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
     entries = first["entries"]
     replicas = _replicas(files, segments, first["checkpoint_files"])
     # Cut point 2 (one job): the parsed tables, from the stored scan rows.
-    parsed = materialise({
+    parsed = materialise(few({
         "accounting": accounting,
         "parse_errors": problems.unionByName(parts.errors).unionByName(small_errors),
         "sections": parts.sections.select("file_id", "sec", "file", "snapshot", "replica", "topic", "partition",
@@ -191,7 +196,7 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
         **kraft_frames,
         **({"batches": merged_batches(DumpFiles(spark, dump_files, dump_frame, parts.sections), scan_batches(scan))}
            if per_batch else {}),
-    }, work_dir, "snapshot")
+    }), work_dir, "snapshot")
     for name in store_frames:
         parsed.pop(name)
     kraft = KRaft(batches=parsed.pop("kraft_batches"), snapshots=parsed.pop("kraft_snapshots"),
@@ -202,7 +207,7 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
     return Snapshot(
         format="kafka", root=found.root, snapshots=found.snapshots, work_dir=work_dir,
         files_read=len(found.files), files_skipped=found.skipped, source=source, sections=sections,
-        replica_estimate=len({(f.snapshot, f.broker, f.topic, f.partition) for f in found.files}),
+        replica_estimate=replica_estimate,
         metadata=first["metadata"], topics=first["topics"], **parsed,
         files_parsed=len(found.files) - (len(reuse.reused) if reuse is not None else 0),
         store=reuse, kraft=kraft,
@@ -210,6 +215,16 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
 
 
 KRAFT_KINDS = (d.QUORUM_STATE, d.QUORUM_STATUS, d.KRAFT_SNAPSHOT_FILE)
+
+
+def few_partitions(replicas: int) -> Callable[[dict[str, DataFrame]], dict[str, DataFrame]]:
+    """Frames with rows per file, replica or section (not per line) are written from one
+    partition per :data:`auditor.spark.REPLICAS_PER_PARTITION` replicas: each comes out of a
+    shuffle of ``spark.sql.shuffle.partitions`` partitions, and a cut's write runs a task per
+    partition of every frame (at 1M lines, 47 tasks of ~0.2 s for frames of a few thousand
+    rows each)."""
+    n = max(1, -(-replicas // REPLICAS_PER_PARTITION))
+    return lambda frames: {name: df.coalesce(n) for name, df in frames.items()}
 
 
 def _kraft_scan(spark: SparkSession, kraft_files: list[tuple[int, d.InputFile]],
