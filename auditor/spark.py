@@ -308,6 +308,11 @@ REPLICAS_PER_PARTITION = 50_000
 #: Up to this many replicas, the work after the scan runs in one partition (:func:`one_partition`).
 ONE_PARTITION_REPLICAS = 200_000
 
+def replica_partitions(replicas: int) -> int:
+    """Partitions for tables the size of ``replicas``: one per :data:`REPLICAS_PER_PARTITION`."""
+    return max(1, -(-replicas // REPLICAS_PER_PARTITION))
+
+
 _ONE_PARTITION: contextvars.ContextVar[bool] = contextvars.ContextVar("auditor_one_partition", default=False)
 
 #: The settings :func:`replica_sized` replaced, for :func:`parsing` to put back.
@@ -341,7 +346,7 @@ def replica_sized(spark: SparkSession, replicas: int) -> Iterator[None]:
     :data:`REPLICAS_PER_PARTITION` of ``replicas`` (at least one, at most the session's own).
     Text read inside the block (:func:`parsing`) keeps the settings it had before."""
     current = int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
-    partitions = max(1, min(current, -(-replicas // REPLICAS_PER_PARTITION)))
+    partitions = min(current, replica_partitions(replicas))
     with session_conf(spark, {**REPLICA_SIZED_CONF, "spark.sql.shuffle.partitions": str(partitions)}) as saved:
         token = _PARSE_CONF.set(saved)
         one = _ONE_PARTITION.set(replicas <= ONE_PARTITION_REPLICAS)

@@ -38,7 +38,7 @@ from auditor.ingest.dumps import dedupe_segments
 from auditor.ingest.lines import LINE_COUNTS, line_counts, read_small_files
 from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, Snapshot
 from auditor.materialise import materialise, new_work_dir
-from auditor.spark import REPLICAS_PER_PARTITION, local_frame
+from auditor.spark import local_frame, replica_partitions
 from auditor.summarise.scan import SCAN_COLUMNS, pending_summaries, scan_batches, scan_dumps, split_scan
 
 #: A small input, in bytes: up to this, the run takes the small-input session settings
@@ -218,12 +218,12 @@ KRAFT_KINDS = (d.QUORUM_STATE, d.QUORUM_STATUS, d.KRAFT_SNAPSHOT_FILE)
 
 
 def few_partitions(replicas: int) -> Callable[[dict[str, DataFrame]], dict[str, DataFrame]]:
-    """Frames with rows per file, replica or section (not per line) are written from one
-    partition per :data:`auditor.spark.REPLICAS_PER_PARTITION` replicas: each comes out of a
-    shuffle of ``spark.sql.shuffle.partitions`` partitions, and a cut's write runs a task per
+    """Frames with rows per file, replica or section (not per line) are written from
+    :func:`auditor.spark.replica_partitions` partitions: each comes out of a shuffle of
+    ``spark.sql.shuffle.partitions`` partitions, and a cut's write runs a task per
     partition of every frame (at 1M lines, 47 tasks of ~0.2 s for frames of a few thousand
     rows each)."""
-    n = max(1, -(-replicas // REPLICAS_PER_PARTITION))
+    n = replica_partitions(replicas)
     return lambda frames: {name: df.coalesce(n) for name, df in frames.items()}
 
 

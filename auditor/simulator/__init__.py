@@ -558,6 +558,24 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
     writer = _Writer(base, brokers, style, records, segment_batches, dump_layout)
     applied: list[dict[str, object]] = []
     index = 0
+
+    def history_of(topic: str, p: int, at: int, compacted: bool = False) -> PartitionHistory:
+        """Simulate partition ``p`` of ``topic`` (global index ``at``) through every snapshot,
+        and count its faults: applied, or skipped where its state could not host them."""
+        replicas = [(at + j) % brokers + 1 for j in range(rf)]
+        wanted = plan.get(at, [])
+        h = simulate_partition(topic, p, replicas, batches, wanted, seed, min_isr)
+        h.compacted = compacted
+        for step, (more, later_plan) in enumerate(later):
+            continue_partition(h, step, more, later_plan.get(at, []), seed)
+            wanted = wanted + later_plan.get(at, [])
+        summary.replicas += len(replicas)
+        for fault in h.applied:
+            summary.faults[fault] += 1
+            applied.append({"fault": fault, "topic": topic, "partition": p})
+        summary.faults_skipped.update(Counter(wanted) - Counter(h.applied))
+        return h
+
     for t, name in enumerate(names):
         unclean = any("unclean-election" in pl.get(t * partitions + p, [])
                       for pl in [plan, *(lp for _, lp in later)] for p in range(partitions))
@@ -570,44 +588,23 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
             writer.transactional_topics.add(name)
         writer.topic(name, partitions, rf, configs)
         for p in range(partitions):
-            replicas = [(index + j) % brokers + 1 for j in range(rf)]
-            wanted = plan.get(index, [])
-            h = simulate_partition(name, p, replicas, batches, wanted, seed, min_isr)
-            for step, (more, later_plan) in enumerate(later):
-                continue_partition(h, step, more, later_plan.get(index, []), seed)
-                wanted = wanted + later_plan.get(index, [])
+            h = history_of(name, p, index)
             writer.partition(h, partition_shape(t, p, h.applied) if shapes else None)
-            summary.replicas += len(replicas)
-            for fault in h.applied:
-                summary.faults[fault] += 1
-                applied.append({"fault": fault, "topic": name, "partition": p})
-            summary.faults_skipped.update(Counter(wanted) - Counter(h.applied))
             index += 1
             if progress:
                 progress(1)
     if shapes:
         # every cluster has its consumer offsets topic: compacted, each replica's cleaner on
-        # its own below its HWM (no faults there: the ground truth stays the plain one)
+        # its own below its HWM; the shaped faults' hosts (a cleaner bug, a zombie
+        # transaction's offset commits)
         # (with --topic-prefix it is prefixed too, so merged simulations stay apart; its
         # cleanup.policy says it is compacted either way)
         offsets_topic = topic_prefix + OFFSETS_TOPIC
         writer.topic(offsets_topic, OFFSETS_PARTITIONS, rf, {"cleanup.policy": "compact",
                                                              "min.insync.replicas": str(min(min_isr, rf))})
         for p in range(OFFSETS_PARTITIONS):
-            replicas = [(index + j) % brokers + 1 for j in range(rf)]
-            wanted = plan.get(index, [])
-            h = simulate_partition(offsets_topic, p, replicas, batches, wanted, seed, min_isr)
-            h.compacted = True
-            for step, (more, later_plan) in enumerate(later):
-                continue_partition(h, step, more, later_plan.get(index, []), seed)
-                wanted = wanted + later_plan.get(index, [])
-            writer.partition(h, "compacted")
-            summary.replicas += len(replicas)
+            writer.partition(history_of(offsets_topic, p, index, compacted=True), "compacted")
             summary.partitions += 1
-            for fault in h.applied:
-                summary.faults[fault] += 1
-                applied.append({"fault": fault, "topic": offsets_topic, "partition": p})
-            summary.faults_skipped.update(Counter(wanted) - Counter(h.applied))
             index += 1
     if kraft_controllers and kraft_style is not None:
         quorum, claims, followers, files = simulate_quorum(base, kraft_controllers, brokers, batches // 2,

@@ -33,6 +33,11 @@ class Run:
         """The offset after the run's last record."""
         return self.base + self.n * self.size
 
+    def base_reaching(self, offset: int) -> int:
+        """The base of the run's first batch that reaches ``offset`` (the run's base when it
+        starts at or above it)."""
+        return self.base + max(0, offset - self.base) // self.size * self.size
+
 
 @dataclass(frozen=True)
 class BatchRef:
@@ -98,7 +103,7 @@ class Log:
         for ra in self.runs:
             if ra.end <= start:
                 continue
-            pos = ra.base + max(0, start - ra.base) // ra.size * ra.size
+            pos = ra.base_reaching(start)
             if below is not None and max(pos, start) >= below:
                 return None
             i = other._run_index(pos)

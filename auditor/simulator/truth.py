@@ -75,7 +75,7 @@ def _same_epoch_conflict(follower: Log, leader: Log, floor: int = 0) -> BatchRef
         for rb in leader.runs:
             if rb.end <= ra.base or rb.base >= ra.end or rb.tag == ra.tag or rb.epoch != ra.epoch:
                 continue
-            start = max(ra.base, rb.base, ra.base + max(0, floor - ra.base) // ra.size * ra.size)
+            start = max(rb.base, ra.base_reaching(floor))
             o = ra.base + -(-(start - ra.base) // ra.size) * ra.size  # first batch base of ra from start
             for _ in range(rb.size):  # the bases of both runs meet within one period, if at all
                 if o >= min(ra.end, rb.end):
