@@ -25,6 +25,7 @@ from auditor.checks.pairs import (
     build_pairs,
     follower_status,
     follower_verdicts,
+    truncations,
     isr_incomplete,
     metadata_conflicts,
     pair_findings,
@@ -277,12 +278,15 @@ def audit(
     read_windows = union_all([wanted, windows.join(irregular, KEY, "left_semi").select(*KEY, "win")])
     whole = drilled.join(irregular, KEY, "left_semi")
     # KRaft's metadata log is truncated by the kraft protocol (SPEC 4.7), whatever `chosen`
-    kraft_trunc = {"kraft_trunc": truncate_kraft(
+    kraft_rows = truncate_kraft(
         pairs.filter(in_kraft & ~F.col("epochless")),
-        kraft_inputs(pairs.filter(in_kraft), kraft.snapshots, whole.filter(in_kraft)), whole.filter(in_kraft))} \
-        if kraft is not None else {}
+        kraft_inputs(pairs.filter(in_kraft), kraft.snapshots, whole.filter(in_kraft)), whole.filter(in_kraft)) \
+        if kraft is not None else None
     per_log = _cut(
-        **kraft_trunc,
+        # the truncations are one large expression each: stored here, the verdicts' plan
+        # reads them instead of analysing them again at every step
+        trunc=truncations(pairs, drilled, chosen, snapshot_starts=snapshot.format == "etcd", differing=differing,
+                          answers=answers, kraft=kraft_rows),
         rebuilt=union_all([regular_rebuilt_cache(epochs, reps), lineage.rebuilt_cache(whole)]),
         log_lineage=union_all([regular_lineage(epochs, reps), lineage.log_lineage(whole)]),
         counts=whole.groupBy(*KEY).agg(F.count(F.lit(1)).cast("bigint").alias("batch_count"),
@@ -290,8 +294,8 @@ def audit(
         seg_ends=segment_ends(summaries, snapshot.sections))
     rebuilt, log_lineage = per_log["rebuilt"], per_log["log_lineage"]
     verdicts = _cut(verdicts=follower_verdicts(
-        pairs, drilled, chosen, snapshot_starts=snapshot.format == "etcd", differing=differing, answers=answers,
-        windows=windows, read_windows=read_windows, kraft=per_log.get("kraft_trunc")))["verdicts"]
+        pairs, drilled, per_log["trunc"], differing=differing, answers=answers, windows=windows,
+        read_windows=read_windows, kraft=kraft is not None, protocol=chosen))["verdicts"]
     over_time = over_time_findings(current, compared["previous"], facts, log_lineage, history)
     usable_checkpoint = snapshot.epoch_cache.join(
         snapshot.replicas.filter(F.col("epoch_file_usable")).select(*KEY), KEY)

@@ -53,45 +53,33 @@ def build_pairs(facts: DataFrame, cache: DataFrame, scope: DataFrame) -> DataFra
     )
 
 
-def follower_verdicts(pairs: DataFrame, batches: DataFrame, protocol: str, snapshot_starts: bool = False, *,
-                      differing: DataFrame, answers: DataFrame, windows: DataFrame,
-                      read_windows: DataFrame, kraft: DataFrame | None = None) -> DataFrame:
-    """Per follower: ``divergence_offset``, truncation results, and the first same-epoch
-    conflict. Truncation is not evaluated under an epoch protocol when a dump has no epochs.
+def truncations(pairs: DataFrame, batches: DataFrame, protocol: str, snapshot_starts: bool = False, *,
+                 differing: DataFrame, answers: DataFrame, kraft: DataFrame | None = None) -> DataFrame:
+    """Per evaluable follower: where it truncates (SPEC 4.3), ``KEY`` +
+    :data:`auditor.semantics.truncation.RESULT_COLUMNS` (+ ``fetch_snapshot`` with ``kraft``).
+
+    Truncation is not evaluated under an epoch protocol when a dump has no epochs. Best
+    stored before :func:`follower_verdicts` reads it: the ``epoch`` protocol's rounds are one
+    large expression, which every later DataFrame step would analyse again.
     ``snapshot_starts``: each log starts after a Raft snapshot (``--format etcd``): the
     ``raft`` rule looks only at or above both log starts (see :func:`raft_offsets`).
 
     Args:
         pairs: :func:`build_pairs`.
-        batches: the batches read exactly: both sides of every differing window, the windows
-            truncation looks into, and irregular replicas whole (with ``win``).
-        differing: ``PARTITION, replica, leader, win``: the windows decided batch by batch
-            (:func:`auditor.compare.windows.differing_windows`).
-        answers: what the other windows' summaries decide
-            (:func:`auditor.compare.windows.summary_answers`): ``first_other``, the first
-            offset the follower holds that the leader does not hold at all.
-        windows: the window summaries; read_windows: ``KEY, win`` of the windows in ``batches``.
+        batches: the batches read exactly (see :func:`follower_verdicts`).
+        differing, answers: as for :func:`follower_verdicts` (``raft`` only).
         kraft: when the input has KRaft's metadata log (SPEC 4.7): its pairs' truncation by
-            the ``kraft`` protocol (:func:`auditor.semantics.kraft.truncate_kraft`, best a
-            stored frame: its plan is large), used whatever ``protocol`` says. The rows then
-            carry ``protocol`` (per row) and ``fetch_snapshot``.
+            the ``kraft`` protocol (:func:`auditor.semantics.kraft.truncate_kraft`), used
+            whatever ``protocol`` says.
     """
-    sides = pairs.select(*PARTITION, F.col("replica").alias("follower"), "leader", "lso", "hmax", "compacted").join(
-        differing.select(*PARTITION, F.col("replica").alias("follower"), "leader", "win"),
-        [*PARTITION, "follower", "leader"])
-    compared = compared_batches(batches, sides, "follower", "leader")
-    other = answers.select(*KEY, "first_other")
-    exact = divergence_offsets(compared, "follower", "leader").withColumnRenamed("follower", "replica")
-    d = exact.join(other, KEY, "full").select(
-        *KEY, F.least("divergence_offset", "first_other").alias("divergence_offset")).filter(
-        F.col("divergence_offset").isNotNull())
-    conflicts = same_epoch_conflicts(compared, "follower", "leader").withColumnRenamed("follower", "replica")
     evaluable = pairs.filter(~F.col("epochless")) if protocol in EPOCH_PROTOCOLS else pairs
     if kraft is not None:
         evaluable = evaluable.filter(~is_kraft())
     if protocol == "epoch":
         trunc = truncate_epoch(evaluable, batches)
     elif protocol == "raft":
+        compared = compared_batches(batches, _sides(pairs, differing), "follower", "leader")
+        other = answers.select(*KEY, "first_other")
         raft = raft_offsets(compared, "follower", "leader", snapshot_starts).withColumnRenamed(
             "follower", "replica").drop("leader").join(other, KEY, "full").select(
             *KEY, F.least("raft_offset", "first_other").alias("raft_offset")).filter(F.col("raft_offset").isNotNull())
@@ -100,6 +88,44 @@ def follower_verdicts(pairs: DataFrame, batches: DataFrame, protocol: str, snaps
         trunc = truncate_one_step(evaluable, batches, protocol)
     if kraft is not None:
         trunc = trunc.select("*", F.lit(None).cast(SNAPSHOT_ID).alias("fetch_snapshot")).unionByName(kraft)
+    return trunc
+
+
+def _sides(pairs: DataFrame, differing: DataFrame) -> DataFrame:
+    """Each follower with its leader, per window decided batch by batch."""
+    return pairs.select(*PARTITION, F.col("replica").alias("follower"), "leader", "lso", "hmax", "compacted").join(
+        differing.select(*PARTITION, F.col("replica").alias("follower"), "leader", "win"),
+        [*PARTITION, "follower", "leader"])
+
+
+def follower_verdicts(pairs: DataFrame, batches: DataFrame, trunc: DataFrame, *,
+                      differing: DataFrame, answers: DataFrame, windows: DataFrame,
+                      read_windows: DataFrame, kraft: bool = False, protocol: str = "epoch") -> DataFrame:
+    """Per follower: ``divergence_offset``, truncation results, and the first same-epoch
+    conflict.
+
+    Args:
+        pairs: :func:`build_pairs`.
+        batches: the batches read exactly: both sides of every differing window, the windows
+            truncation looks into, and irregular replicas whole (with ``win``).
+        trunc: :func:`truncations` of these pairs, best a stored frame.
+        differing: ``PARTITION, replica, leader, win``: the windows decided batch by batch
+            (:func:`auditor.compare.windows.differing_windows`).
+        answers: what the other windows' summaries decide
+            (:func:`auditor.compare.windows.summary_answers`): ``first_other``, the first
+            offset the follower holds that the leader does not hold at all.
+        windows: the window summaries; read_windows: ``KEY, win`` of the windows in ``batches``.
+        kraft: the input has KRaft's metadata log (SPEC 4.7): the rows then carry
+            ``protocol`` (per row: ``kraft`` for the metadata log, else ``protocol``) and
+            ``fetch_snapshot`` (from ``trunc``).
+    """
+    compared = compared_batches(batches, _sides(pairs, differing), "follower", "leader")
+    other = answers.select(*KEY, "first_other")
+    exact = divergence_offsets(compared, "follower", "leader").withColumnRenamed("follower", "replica")
+    d = exact.join(other, KEY, "full").select(
+        *KEY, F.least("divergence_offset", "first_other").alias("divergence_offset")).filter(
+        F.col("divergence_offset").isNotNull())
+    conflicts = same_epoch_conflicts(compared, "follower", "leader").withColumnRenamed("follower", "replica")
     evaluated = trunc.withColumn("evaluated", F.lit(True))
     records = removed_records(trunc.select(*KEY, "truncation_offset").filter(F.col("truncation_offset").isNotNull()),
                               windows, batches, read_windows)
@@ -110,7 +136,7 @@ def follower_verdicts(pairs: DataFrame, batches: DataFrame, protocol: str, snaps
         .join(records, KEY, "left")
         .withColumn("evaluated", F.coalesce(F.col("evaluated"), F.lit(False)))
     )
-    if kraft is not None:
+    if kraft:
         verdicts = verdicts.withColumn("protocol", F.when(is_kraft(), F.lit("kraft")).otherwise(F.lit(protocol)))
     return verdicts
 
