@@ -25,11 +25,11 @@ from auditor.checks.pairs import (
     build_pairs,
     follower_status,
     follower_verdicts,
-    truncations,
     isr_incomplete,
     metadata_conflicts,
     pair_findings,
     partition_findings,
+    truncations,
 )
 from auditor.checks.registry import ALWAYS_COMPACTED, DEFAULT_PROTOCOL, PROTOCOLS
 from auditor.compare.drill import drill

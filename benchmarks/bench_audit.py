@@ -132,7 +132,8 @@ spark.stop()
 #: The fixed-cost floor (``--fixed``): what any audit of a snapshot must do at least, in a
 #: fresh process, with the audit's own session and writer: start the session, read every
 #: file of the snapshot (one Spark job: lines per file), and write the output tables and
-#: the ``runs`` row (each with one row of nulls but its keys) with ``deltalake``. No
+#: the ``runs`` row (one row each: its keys, a value where a column is not nullable, nulls
+#: elsewhere) with ``deltalake``. No
 #: parsing, nothing compared: the cost of Spark and Delta themselves.
 FIXED_FLOOR = """
 import sys, datetime, uuid

@@ -16,19 +16,6 @@ FIXTURES = Path(__file__).parent / "fixtures"
 DUMPS = FIXTURES / "dumps"
 
 
-#: Test files that take minutes go first. ``scripts/test.sh`` runs two pytest processes
-#: (pytest-xdist, ``--dist loadfile``: files are handed out in collection order), and a long
-#: file handed out last keeps one process busy after the other has finished.
-SLOW_FIRST = ("test_incremental.py", "test_cluster.py", "test_kraft_simulation.py", "test_concurrency.py", "test_checks.py",
-              "test_overtime.py", "test_run.py", "test_seed_cases.py", "test_simulator_precision.py")
-
-
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
-                                  items: list[pytest.Item]) -> None:
-    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FIRST)))  # stable: file order kept
-
-
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     from auditor.spark import SMALL_TABLE_CONF, build_session

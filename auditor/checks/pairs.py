@@ -100,7 +100,7 @@ def _sides(pairs: DataFrame, differing: DataFrame) -> DataFrame:
 
 def follower_verdicts(pairs: DataFrame, batches: DataFrame, trunc: DataFrame, *,
                       differing: DataFrame, answers: DataFrame, windows: DataFrame,
-                      read_windows: DataFrame, kraft: bool = False, protocol: str = "epoch") -> DataFrame:
+                      read_windows: DataFrame, protocol: str, kraft: bool = False) -> DataFrame:
     """Per follower: ``divergence_offset``, truncation results, and the first same-epoch
     conflict.
 
@@ -115,6 +115,7 @@ def follower_verdicts(pairs: DataFrame, batches: DataFrame, trunc: DataFrame, *,
             (:func:`auditor.compare.windows.summary_answers`): ``first_other``, the first
             offset the follower holds that the leader does not hold at all.
         windows: the window summaries; read_windows: ``KEY, win`` of the windows in ``batches``.
+        protocol: the audit's protocol (``--protocol``).
         kraft: the input has KRaft's metadata log (SPEC 4.7): the rows then carry
             ``protocol`` (per row: ``kraft`` for the metadata log, else ``protocol``) and
             ``fetch_snapshot`` (from ``trunc``).
