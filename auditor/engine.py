@@ -23,6 +23,7 @@ from auditor.checks.overtime import (
 from auditor.checks.pairs import (
     EPOCH_PROTOCOLS,
     build_pairs,
+    compared_sides,
     follower_status,
     follower_verdicts,
     isr_incomplete,
@@ -282,11 +283,14 @@ def audit(
         pairs.filter(in_kraft & ~F.col("epochless")),
         kraft_inputs(pairs.filter(in_kraft), kraft.snapshots, whole.filter(in_kraft)), whole.filter(in_kraft)) \
         if kraft is not None else None
+    compared_pairs = compared_sides(pairs, drilled, differing)
     per_log = _cut(
         # the truncations are one large expression each: stored here, the verdicts' plan
-        # reads them instead of analysing them again at every step
-        trunc=truncations(pairs, drilled, chosen, snapshot_starts=snapshot.format == "etcd", differing=differing,
+        # reads them instead of analysing them again at every step; the batches compared
+        # leader against follower are stored once for both (raft's truncation reads them)
+        trunc=truncations(pairs, drilled, chosen, snapshot_starts=snapshot.format == "etcd", compared=compared_pairs,
                           answers=answers, kraft=kraft_rows),
+        compared=compared_pairs,
         rebuilt=union_all([regular_rebuilt_cache(epochs, reps), lineage.rebuilt_cache(whole)]),
         log_lineage=union_all([regular_lineage(epochs, reps), lineage.log_lineage(whole)]),
         counts=whole.groupBy(*KEY).agg(F.count(F.lit(1)).cast("bigint").alias("batch_count"),
@@ -294,7 +298,7 @@ def audit(
         seg_ends=segment_ends(summaries, snapshot.sections))
     rebuilt, log_lineage = per_log["rebuilt"], per_log["log_lineage"]
     verdicts = _cut(verdicts=follower_verdicts(
-        pairs, drilled, per_log["trunc"], differing=differing, answers=answers, windows=windows,
+        pairs, drilled, per_log["trunc"], per_log["compared"], answers=answers, windows=windows,
         read_windows=read_windows, kraft=kraft is not None, protocol=chosen))["verdicts"]
     over_time = over_time_findings(current, compared["previous"], facts, log_lineage, history)
     usable_checkpoint = snapshot.epoch_cache.join(

@@ -308,6 +308,7 @@ REPLICAS_PER_PARTITION = 50_000
 #: Up to this many replicas, the work after the scan runs in one partition (:func:`one_partition`).
 ONE_PARTITION_REPLICAS = 200_000
 
+
 def replica_partitions(replicas: int) -> int:
     """Partitions for tables the size of ``replicas``: one per :data:`REPLICAS_PER_PARTITION`."""
     return max(1, -(-replicas // REPLICAS_PER_PARTITION))

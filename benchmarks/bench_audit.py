@@ -149,17 +149,17 @@ per_file = spark.read.option("recursiveFileLookup", "true").text(root).groupBy(
 files = per_file.agg(F.count(F.lit(1)).alias("files"), F.sum("n").alias("lines")).first()
 writer, run_id = DeltaRsWriter(), str(uuid.uuid4())
 now = datetime.datetime.now(datetime.timezone.utc)
+keys = {"run_id": run_id, "cluster": "bench", "day": now.date()}
+
+def value(f):
+    if f.name in keys or f.nullable:
+        return keys.get(f.name)
+    t = f.type
+    return (now if pa.types.is_timestamp(t) else now.date() if pa.types.is_date(t)
+            else "" if pa.types.is_string(t) else False if pa.types.is_boolean(t) else 0)
+
 for name, schema in schemas.OUTPUT_TABLES.items():
     target = arrow_schema(schema)
-    keys = {"run_id": run_id, "cluster": "bench", "day": now.date()}
-
-    def value(f):
-        if f.name in keys or f.nullable:
-            return keys.get(f.name)
-        t = f.type
-        return (now if pa.types.is_timestamp(t) else now.date() if pa.types.is_date(t)
-                else "" if pa.types.is_string(t) else False if pa.types.is_boolean(t) else 0)
-
     row = {f.name: [value(f)] for f in target}
     writer.append(table_path(out, name), pa.Table.from_pydict(row, schema=target), schema)
 print(files["files"], files["lines"])

@@ -54,7 +54,7 @@ def build_pairs(facts: DataFrame, cache: DataFrame, scope: DataFrame) -> DataFra
 
 
 def truncations(pairs: DataFrame, batches: DataFrame, protocol: str, snapshot_starts: bool = False, *,
-                 differing: DataFrame, answers: DataFrame, kraft: DataFrame | None = None) -> DataFrame:
+                 compared: DataFrame, answers: DataFrame, kraft: DataFrame | None = None) -> DataFrame:
     """Per evaluable follower: where it truncates (SPEC 4.3), ``KEY`` +
     :data:`auditor.semantics.truncation.RESULT_COLUMNS` (+ ``fetch_snapshot`` with ``kraft``).
 
@@ -67,7 +67,7 @@ def truncations(pairs: DataFrame, batches: DataFrame, protocol: str, snapshot_st
     Args:
         pairs: :func:`build_pairs`.
         batches: the batches read exactly (see :func:`follower_verdicts`).
-        differing, answers: as for :func:`follower_verdicts` (``raft`` only).
+        compared, answers: as for :func:`follower_verdicts` (``raft`` only).
         kraft: when the input has KRaft's metadata log (SPEC 4.7): its pairs' truncation by
             the ``kraft`` protocol (:func:`auditor.semantics.kraft.truncate_kraft`), used
             whatever ``protocol`` says.
@@ -78,7 +78,6 @@ def truncations(pairs: DataFrame, batches: DataFrame, protocol: str, snapshot_st
     if protocol == "epoch":
         trunc = truncate_epoch(evaluable, batches)
     elif protocol == "raft":
-        compared = compared_batches(batches, _sides(pairs, differing), "follower", "leader")
         other = answers.select(*KEY, "first_other")
         raft = raft_offsets(compared, "follower", "leader", snapshot_starts).withColumnRenamed(
             "follower", "replica").drop("leader").join(other, KEY, "full").select(
@@ -91,16 +90,19 @@ def truncations(pairs: DataFrame, batches: DataFrame, protocol: str, snapshot_st
     return trunc
 
 
-def _sides(pairs: DataFrame, differing: DataFrame) -> DataFrame:
-    """Each follower with its leader, per window decided batch by batch."""
-    return pairs.select(*PARTITION, F.col("replica").alias("follower"), "leader", "lso", "hmax", "compacted").join(
+def compared_sides(pairs: DataFrame, batches: DataFrame, differing: DataFrame) -> DataFrame:
+    """Each follower's batches of the windows decided batch by batch next to its leader's
+    (:func:`auditor.semantics.divergence.compared_batches`): what :func:`truncations`
+    (``raft``) and :func:`follower_verdicts` compare, best stored once for both."""
+    sides = pairs.select(*PARTITION, F.col("replica").alias("follower"), "leader", "lso", "hmax", "compacted").join(
         differing.select(*PARTITION, F.col("replica").alias("follower"), "leader", "win"),
         [*PARTITION, "follower", "leader"])
+    return compared_batches(batches, sides, "follower", "leader")
 
 
-def follower_verdicts(pairs: DataFrame, batches: DataFrame, trunc: DataFrame, *,
-                      differing: DataFrame, answers: DataFrame, windows: DataFrame,
-                      read_windows: DataFrame, protocol: str, kraft: bool = False) -> DataFrame:
+def follower_verdicts(pairs: DataFrame, batches: DataFrame, trunc: DataFrame, compared: DataFrame, *,
+                      answers: DataFrame, windows: DataFrame, read_windows: DataFrame, protocol: str,
+                      kraft: bool = False) -> DataFrame:
     """Per follower: ``divergence_offset``, truncation results, and the first same-epoch
     conflict.
 
@@ -109,8 +111,8 @@ def follower_verdicts(pairs: DataFrame, batches: DataFrame, trunc: DataFrame, *,
         batches: the batches read exactly: both sides of every differing window, the windows
             truncation looks into, and irregular replicas whole (with ``win``).
         trunc: :func:`truncations` of these pairs, best a stored frame.
-        differing: ``PARTITION, replica, leader, win``: the windows decided batch by batch
-            (:func:`auditor.compare.windows.differing_windows`).
+        compared: :func:`compared_sides` of the windows decided batch by batch
+            (``differing``: :func:`auditor.compare.windows.differing_windows`).
         answers: what the other windows' summaries decide
             (:func:`auditor.compare.windows.summary_answers`): ``first_other``, the first
             offset the follower holds that the leader does not hold at all.
@@ -120,7 +122,6 @@ def follower_verdicts(pairs: DataFrame, batches: DataFrame, trunc: DataFrame, *,
             ``protocol`` (per row: ``kraft`` for the metadata log, else ``protocol``) and
             ``fetch_snapshot`` (from ``trunc``).
     """
-    compared = compared_batches(batches, _sides(pairs, differing), "follower", "leader")
     other = answers.select(*KEY, "first_other")
     exact = divergence_offsets(compared, "follower", "leader").withColumnRenamed("follower", "replica")
     d = exact.join(other, KEY, "full").select(

@@ -163,6 +163,7 @@ def plan_faults(counts: Counter[str], partitions: int, seed: int, salt: str = ""
     ``hosts`` lists for their shape (``transactional``, ``compacted``), the most
     constrained fault first and each on a partition of its own while there are enough;
     with no host they are not planned (the caller counts them as skipped)."""
+    hosts = hosts or {}
     rng = random.Random(f"{seed}/plan{salt}")
     order = list(range(partitions))
     rng.shuffle(order)
@@ -171,8 +172,8 @@ def plan_faults(counts: Counter[str], partitions: int, seed: int, salt: str = ""
     for i, fault in enumerate(instances):
         plan.setdefault(order[i % partitions], []).append(fault)
     taken: set[int] = set()
-    for fault in sorted(SHAPED_FAULTS, key=lambda f: len((hosts or {}).get(SHAPED_FAULTS[f], []))):
-        where = list((hosts or {}).get(SHAPED_FAULTS[fault], []))
+    for fault in sorted(SHAPED_FAULTS, key=lambda f: len(hosts.get(SHAPED_FAULTS[f], []))):
+        where = list(hosts.get(SHAPED_FAULTS[fault], []))
         if not where:
             continue
         random.Random(f"{seed}/plan{salt}/{fault}").shuffle(where)
