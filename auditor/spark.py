@@ -8,6 +8,7 @@ import contextvars
 import functools
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -121,6 +122,14 @@ def build_session(
     # method, and then runs interpreted: 2.7x slower parsing, measured on 1M lines.
     # (Not for small inputs, where run time is planning, not generated code.)
     java_options = [] if small_input else ["-XX:-DontCompileHugeMethods"]
+    if not any(re.fullmatch(r"-XX:\+Use\w+GC", o) for o in extra_java_options):
+        # The throughput collector, not the JDK's default G1: a driver (and, in local mode,
+        # its executors) allocates short-lived plan trees and rows in bursts and has no
+        # latency to keep; G1's concurrent marking and costlier write barriers share its
+        # few cores. Measured on 2 cores, alternating pairs: one-partition audits 7% faster
+        # cold (20.3-22.4 s against 21.9-24.1 s), 3% warm; 1M lines 10% (53.2-54.3 s
+        # against 57.9-63.2 s). (A collector the caller chose is kept: two would not start.)
+        java_options.append("-XX:+UseParallelGC")
     if quiet:
         log_conf = Path(__file__).with_name("log4j2.properties")
         java_options.append(f"-Dlog4j2.configurationFile={log_conf.as_uri()}")

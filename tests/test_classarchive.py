@@ -32,16 +32,30 @@ def test_default_archive_is_per_user_cache_and_keyed(tmp_path: Path, monkeypatch
     assert classarchive.archive_path() == path  # stable for one installation
 
 
+def _collectors(spark: object) -> set[str]:
+    """Names of the garbage collectors of the session's (driver) JVM."""
+    beans = spark._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()  # type: ignore[attr-defined]
+    return {beans.get(i).getName() for i in range(beans.size())}
+
+
+@pytest.mark.spark
+def test_a_session_started_here_runs_the_throughput_collector(spark: object) -> None:
+    assert _collectors(spark) == {"PS Scavenge", "PS MarkSweep"}
+
+
 @pytest.mark.spark
 def test_a_broken_archive_does_not_stop_the_jvm(tmp_path: Path) -> None:
-    """A stale or corrupt archive (another Spark, a half-copied file) is skipped silently."""
+    """A stale or corrupt archive (another Spark, a half-copied file) is skipped silently.
+    (The same JVM checks that a collector the caller chose replaces ours: two would not start.)"""
     bogus = tmp_path / "broken.jsa"
     bogus.write_bytes(os.urandom(4096))
     code = ("from auditor.spark import build_session\n"
-            "spark = build_session('local[1]', quiet=True, small_input=True, conf={'spark.ui.enabled': 'false'})\n"
-            "print('count', spark.range(5).count())\n")
+            "from tests.test_classarchive import _collectors\n"
+            "spark = build_session('local[1]', quiet=True, small_input=True, conf={'spark.ui.enabled': 'false'},\n"
+            "                      extra_java_options=['-XX:+UseSerialGC'])\n"
+            "print('count', spark.range(5).count(), sorted(_collectors(spark)))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, classarchive.ENV: str(bogus)})
+                          env={**os.environ, classarchive.ENV: str(bogus)}, cwd=Path(__file__).parent.parent)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "count 5" in done.stdout
+    assert "count 5 ['Copy', 'MarkSweepCompact']" in done.stdout
     assert "shared archive" not in (done.stdout + done.stderr).lower()
