@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
 
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
@@ -63,6 +63,29 @@ BASE_CONF: dict[str, str] = {
     "spark.sql.optimizer.plannedWrite.enabled": "false",
     "spark.sql.maxConcurrentOutputFileWriters": "16",
 }
+
+
+#: Environment variables whose Java options every JVM started here also takes.
+JAVA_OPTION_VARIABLES = ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS")
+
+
+def collector_options(extra_java_options: Sequence[str], environ: Mapping[str, str]) -> list[str]:
+    """The garbage collector for a driver JVM started here: HotSpot's throughput collector,
+    unless the caller's options or the JVM's option variables already choose one (a JVM
+    given two refuses to start).
+
+    Why not the JDK's default G1: a driver (and, in local mode, its executors) allocates
+    short-lived plan trees and rows in bursts and has no pause target to keep, and G1's
+    concurrent threads and costlier write barriers share its few cores. Measured on 2
+    cores, alternating runs (docs/design.md, "Known open points", 2026-11-26): one-partition
+    CLI audits 8% faster (22.3-23.3 s against 24.5-25.7 s), 1M lines 10% (53.2-54.3 s
+    against 57.9-63.2 s), 100,000 partitions in a 2 GB heap 343 and 347 s where G1 ran out
+    of heap twice.
+    """
+    chosen = [*extra_java_options, *(o for v in JAVA_OPTION_VARIABLES for o in environ.get(v, "").split())]
+    if any(re.fullmatch(r"-XX:\+Use\w+GC", o) for o in chosen):
+        return []
+    return ["-XX:+UseParallelGC"]
 
 
 def build_session(
@@ -122,15 +145,7 @@ def build_session(
     # method, and then runs interpreted: 2.7x slower parsing, measured on 1M lines.
     # (Not for small inputs, where run time is planning, not generated code.)
     java_options = [] if small_input else ["-XX:-DontCompileHugeMethods"]
-    if not any(re.fullmatch(r"-XX:\+Use\w+GC", o) for o in extra_java_options):
-        # The throughput collector, not the JDK's default G1: a driver (and, in local mode,
-        # its executors) allocates short-lived plan trees and rows in bursts and has no
-        # latency to keep; G1's concurrent marking and costlier write barriers share its
-        # few cores. Measured on 2 cores, alternating pairs: one-partition audits 7% faster
-        # cold (20.3-22.4 s against 21.9-24.1 s), 3% warm; 1M lines 10% (53.2-54.3 s
-        # against 57.9-63.2 s); 100,000 partitions in a 2 GB heap 343/347 s, where G1 ran
-        # out of heap twice. (A collector the caller chose is kept: two would not start.)
-        java_options.append("-XX:+UseParallelGC")
+    java_options += collector_options(extra_java_options, os.environ)
     if quiet:
         log_conf = Path(__file__).with_name("log4j2.properties")
         java_options.append(f"-Dlog4j2.configurationFile={log_conf.as_uri()}")

@@ -43,6 +43,18 @@ def test_a_session_started_here_runs_the_throughput_collector(spark: object) -> 
     assert _collectors(spark) == {"PS Scavenge", "PS MarkSweep"}
 
 
+def test_a_collector_chosen_elsewhere_is_not_doubled() -> None:
+    """The caller's options or the JVM's option variables may name a collector; a JVM
+    given two refuses to start ("Multiple garbage collectors selected")."""
+    from auditor.spark import collector_options
+
+    assert collector_options([], {}) == ["-XX:+UseParallelGC"]
+    assert collector_options(["-Xss4m", "-XX:-UseGCOverheadLimit"], {"PATH": "/bin"}) == ["-XX:+UseParallelGC"]
+    assert collector_options(["-XX:+UseZGC"], {}) == []
+    for variable in ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS"):
+        assert collector_options([], {variable: "-Xmx1g -XX:+UseG1GC"}) == [], variable
+
+
 @pytest.mark.spark
 def test_a_broken_archive_does_not_stop_the_jvm(tmp_path: Path) -> None:
     """A stale or corrupt archive (another Spark, a half-copied file) is skipped silently.
