@@ -145,17 +145,19 @@ def build_session(
     # method, and then runs interpreted: 2.7x slower parsing, measured on 1M lines.
     # (Not for small inputs, where run time is planning, not generated code.)
     java_options = [] if small_input else ["-XX:-DontCompileHugeMethods"]
-    java_options += collector_options(extra_java_options, os.environ)
     if quiet:
         log_conf = Path(__file__).with_name("log4j2.properties")
         java_options.append(f"-Dlog4j2.configurationFile={log_conf.as_uri()}")
     if not _launched_by_spark_submit():
         # The JVM started here maps the classes it loads from the archive `auditor warm-up`
-        # built, when there is one (not while building one: one dynamic archive at a time).
+        # built, when there is one (not while building one: one dynamic archive at a time),
+        # and runs the throughput collector. (Under spark-submit the driver's JVM is already
+        # running, with the options its user gave it.)
         from auditor import classarchive
 
         building = any(o.startswith("-XX:ArchiveClassesAtExit") for o in extra_java_options)
         java_options += ([] if building else classarchive.use_options()) + list(extra_java_options)
+        java_options += collector_options(extra_java_options, os.environ)
     if java_options:
         # (Local mode: the executors live in the driver's JVM. A cluster keeps its own
         # executor options.)
