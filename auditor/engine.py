@@ -33,7 +33,7 @@ from auditor.checks.pairs import (
     truncations,
 )
 from auditor.checks.registry import ALWAYS_COMPACTED, DEFAULT_PROTOCOL, PROTOCOLS
-from auditor.compare.drill import drill
+from auditor.compare.drill import drill, drill_files, stored_file_ids
 from auditor.compare.windows import (
     differing_windows,
     probe_windows,
@@ -210,26 +210,47 @@ def audit(
     def _cut(**frames: DataFrame) -> dict[str, DataFrame]:
         return materialise(frames, work_dir, f"{label}-{next(serial)}")
 
+    # Dump files are read again by the drill-downs (a large input): the files each one reads
+    # are listed in the job of the cut before it (a frame of file ids, read back without
+    # Spark), not by a job of their own.
+    rereads = snapshot.source.dumps is not None and snapshot.source.stored is None
+
+    def _cut_listing(files: tuple[str, DataFrame] | None, **frames: DataFrame) -> tuple[dict[str, DataFrame], set[int] | None]:
+        cut = f"{label}-{next(serial)}"
+        stored = materialise({**frames, **({files[0]: files[1]} if files is not None else {})}, work_dir, cut)
+        return stored, stored_file_ids(work_dir, cut, files[0]) if files is not None else None
+
     # Cut points: each is one Spark job computing one or more frames that later queries
     # read more than once. Frames that do not depend on each other share a job; a frame
     # built on another is cut after it (planning a query over a stored frame is much
     # cheaper than over the plan that made it: each DataFrame step re-analyses its plan).
     snapshot = with_one_partition(snapshot)
     summaries = snapshot.summaries
-    rolled = _cut(windows=window_summaries(summaries), epochs=epoch_summaries(summaries))
-    windows, epochs = rolled["windows"], rolled["epochs"]
-    reps = _cut(replicas=replica_summaries(summaries, epochs))["replicas"]
-    offsets = replica_offsets(reps, snapshot.segments, snapshot.log_start)
     # KRaft's metadata log (SPEC 4.7) is small and audited with its own rules: read whole.
     kraft = snapshot.kraft
     in_kraft = is_kraft() if kraft is not None else F.lit(False)
-    irregular = reps.filter(~F.col("regular") | in_kraft).select(*KEY)
+
+    def irregular_of(replicas: DataFrame) -> DataFrame:
+        return replicas.filter(~F.col("regular") | in_kraft).select(*KEY)
+
+    def cacheless_of(irregular: DataFrame) -> DataFrame:
+        return irregular.join(snapshot.replicas.filter(~F.col("epoch_file_usable")).select(*KEY), KEY, "left_semi")
+
     # An irregular replica (a gap, an overlap, a repeated batch, an epoch regression, a corrupt
     # batch) is read whole. One without a usable checkpoint first: its cache is rebuilt from
     # its log, and leaders and truncation need it.
-    cacheless = irregular.join(snapshot.replicas.filter(~F.col("epoch_file_usable")).select(*KEY), KEY, "left_semi")
-    none = windows.select(*KEY, "win").filter(F.lit(False))
-    first = drill(snapshot.source, summaries, cacheless, none, work_dir, f"{label}-drill-1")
+    none = summaries.select(*KEY, "win").filter(F.lit(False))
+    # (the replicas' rows read the epochs' aggregate: one job computes both from the summaries)
+    per_epoch = epoch_summaries(summaries)
+    per_replica = replica_summaries(summaries, per_epoch)
+    rolled, first_files = _cut_listing(
+        ("first_files", drill_files(summaries, cacheless_of(irregular_of(per_replica)), none)) if rereads else None,
+        windows=window_summaries(summaries), epochs=per_epoch, replicas=per_replica)
+    windows, epochs, reps = rolled["windows"], rolled["epochs"], rolled["replicas"]
+    offsets = replica_offsets(reps, snapshot.segments, snapshot.log_start)
+    irregular = irregular_of(reps)
+    cacheless = cacheless_of(irregular)
+    first = drill(snapshot.source, summaries, cacheless, none, work_dir, f"{label}-drill-1", file_ids=first_files)
     rebuilt_early = union_all([regular_rebuilt_cache(epochs, reps), lineage.rebuilt_cache(first)])
     cache = _cut(cache=lineage.effective_cache(snapshot.epoch_cache, rebuilt_early, snapshot.replicas, offsets))["cache"]
     # no file holds the metadata log's HWM: an entry naming it is not used (SPEC 4.7)
@@ -255,8 +276,9 @@ def audit(
             *[c for c in with_roles.columns if c != "high_watermark"],
             F.when(~in_kraft, F.col("high_watermark")).when(F.col("role") == "leader", F.col("committed"))
             .otherwise(F.col("own_hwm")).alias("high_watermark"), in_kraft.alias("kraft"))
-    facts = _cut(facts=with_roles)["facts"]
-    scope = _cut(scope=compaction_scope(facts, snapshot.topics, config.compacted_topics))["scope"]
+    # (the scope is a small aggregate of the facts: computed in their job)
+    roles = _cut(facts=with_roles, scope=compaction_scope(with_roles, snapshot.topics, config.compacted_topics))
+    facts, scope = roles["facts"], roles["scope"]
 
     current = current_observations(facts, leaders, scope)
     compared = _cut(previous=previous_observations(current, snapshot.snapshots, history),
@@ -265,16 +287,23 @@ def audit(
     # Leader against follower on the window summaries; the batches of the windows where they
     # differ, of the windows truncation looks into, and of irregular replicas, read exactly.
     evaluable = pairs.filter(~F.col("epochless")) if chosen in EPOCH_PROTOCOLS else pairs
-    needs = _cut(verdicts=window_verdicts(pairs, windows, tail_batches(summaries), reps,
-                                          all_windows=chosen == "raft" and snapshot.format != "etcd"),
-                 probed=probe_windows(truncation_probes(evaluable, chosen), windows))
+    def wanted_of(verdicts: DataFrame, probed: DataFrame) -> DataFrame:
+        differing = differing_windows(verdicts)
+        return union_all([differing.select(*KEY, "win"),
+                          differing.select(*PARTITION, F.col("leader").alias("replica"), "win"),
+                          probed]).join(irregular, KEY, "left_anti")
+
+    later = irregular.join(cacheless, KEY, "left_anti")
+    window_rows = window_verdicts(pairs, windows, tail_batches(summaries), reps,
+                                  all_windows=chosen == "raft" and snapshot.format != "etcd")
+    probe_rows = probe_windows(truncation_probes(evaluable, chosen), windows)
+    needs, second_files = _cut_listing(
+        ("second_files", drill_files(summaries, later, wanted_of(window_rows, probe_rows))) if rereads else None,
+        verdicts=window_rows, probed=probe_rows)
     differing = differing_windows(needs["verdicts"])
     answers = summary_answers(needs["verdicts"])
-    wanted = union_all([differing.select(*KEY, "win"),
-                        differing.select(*PARTITION, F.col("leader").alias("replica"), "win"),
-                        needs["probed"]]).join(irregular, KEY, "left_anti")
-    later = irregular.join(cacheless, KEY, "left_anti")
-    second = drill(snapshot.source, summaries, later, wanted, work_dir, f"{label}-drill-2")
+    wanted = wanted_of(needs["verdicts"], needs["probed"])
+    second = drill(snapshot.source, summaries, later, wanted, work_dir, f"{label}-drill-2", file_ids=second_files)
     drilled = union_all([first, second])
     read_windows = union_all([wanted, windows.join(irregular, KEY, "left_semi").select(*KEY, "win")])
     whole = drilled.join(irregular, KEY, "left_semi")

@@ -6,7 +6,7 @@ Parquet files under the run's work directory, all frames of one cut point in a s
 write (a union of one struct column per frame, partitioned by frame name), and read back
 with their declared schemas. Files on disk are never evicted and never recomputed, so every
 later query, and the summary, reads exactly the same rows; and the planner sees their real
-size, so small tables are broadcast.
+size.
 """
 
 from __future__ import annotations

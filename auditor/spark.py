@@ -35,6 +35,12 @@ BASE_CONF: dict[str, str] = {
     # became ~300 jobs); our plans read stored, sized inputs, so static planning (broadcasts
     # chosen from file sizes) is as good, and runs one job per cut point.
     "spark.sql.adaptive.enabled": "false",
+    # Every broadcast is a Spark job of its own (a 1M-line audit ran 40 of them, one per
+    # small table joined in the scan and snapshot cuts); a shuffle join is a stage of the
+    # job that needs it. The code asks for a broadcast (a hint) only where the other side
+    # is lines or whole files' text, which a shuffle would move: the file-id lookups of
+    # the text readers (`auditor.ingest.lines.with_file_ids`).
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
     # Stored cut points are read back by pyarrow too: UTC-adjusted microsecond timestamps.
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.driver.memory": "4g",

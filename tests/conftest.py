@@ -39,11 +39,12 @@ def spark() -> Iterator[object]:
 
 @contextlib.contextmanager
 def large_input(spark: object) -> Iterator[None]:
-    """Run the block with the settings a large input runs with (Spark's own: code
-    generation and broadcast joins on), instead of the session's small-input ones."""
-    from auditor.spark import SMALL_TABLE_CONF, session_conf
+    """Run the block with the settings a large input runs with (the session's base settings,
+    else Spark's own: code generation on, the broadcasts the code asks for), instead of the
+    session's small-input ones."""
+    from auditor.spark import BASE_CONF, SMALL_TABLE_CONF, session_conf
 
-    with session_conf(spark, {key: None for key in SMALL_TABLE_CONF}):  # type: ignore[arg-type]
+    with session_conf(spark, {key: BASE_CONF.get(key) for key in SMALL_TABLE_CONF}):  # type: ignore[arg-type]
         yield
 
 

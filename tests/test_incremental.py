@@ -1,7 +1,7 @@
-"""Incremental audits (auditor.sinks.store): five consecutive snapshots of one simulated
+"""Incremental audits (auditor.sinks.store): four consecutive snapshots of one simulated
 cluster (``simulate --continue-from``), one with a follower's active segment truncated
 after an unclean election, one with a rolled segment rewritten by compaction, audited
-incrementally into one OUT, give the tables of five full audits, while parsing only the
+incrementally into one OUT, give the tables of four full audits, while parsing only the
 files that changed; orphan rows of a killed run and another cluster's rows are never used,
 and the store is pruned."""
 
@@ -43,7 +43,9 @@ def history(tmp_path_factory):  # type: ignore[no-untyped-def]
     base = tmp_path_factory.mktemp("incremental")
     snaps = [base / "s0"]
     simulate(snaps[0], seed=3, topics=2, partitions=2, batches=120, segment_batches=20, faults="none")
-    for k, (steps, faults) in enumerate([(40, "unclean-election"), (20, "none"), (30, "none"), (10, "none")], 1):
+    # (four, not five: a fifth snapshot of plain traffic exercised nothing the fourth does not,
+    # and cost the suite two audits)
+    for k, (steps, faults) in enumerate([(40, "unclean-election"), (20, "none"), (10, "none")], 1):
         snaps.append(base / f"s{k}")
         summary = continue_simulation(snaps[k - 1], snaps[k], steps, faults)
         if k == 1:
@@ -78,7 +80,7 @@ def _tamper(out: Path) -> int:
     return rows.num_rows
 
 
-def test_five_incremental_audits_equal_five_full_audits(spark, history, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_four_incremental_audits_equal_four_full_audits(spark, history, tmp_path) -> None:  # type: ignore[no-untyped-def]
     _, snaps = history
     full_out, inc_out = tmp_path / "full", tmp_path / "incremental"
     parsed = []
@@ -103,8 +105,8 @@ def test_five_incremental_audits_equal_five_full_audits(spark, history, tmp_path
     assert {r["cluster"] for r in files} == {"prod"} and all(r["saved_at"] is not None for r in files)
     # what the last run parsed went in, file by file, under its own name
     written = DeltaTable(store.store_path(str(inc_out), "store_scan")).to_pyarrow_table(
-        filters=[("writer", "=", "r4")])
-    new_fps = {r["fp"] for r in files if r["run_id"] == "r4" and r["writer"] == "r4"}
+        filters=[("writer", "=", "r3")])
+    new_fps = {r["fp"] for r in files if r["run_id"] == "r3" and r["writer"] == "r3"}
     assert written.num_rows > 0 and set(written.column("fp").to_pylist()) <= new_fps
     assert _rows(full_out, "findings", "r1"), "the unclean election is found"
     # the first run parses everything; later ones only what changed (active segments,

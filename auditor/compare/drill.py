@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from auditor.ingest.discovery import InputFile
 from auditor.ingest.dumps import BATCH_COLUMNS, dedupe_batches, item_spec, pending_batches
-from auditor.materialise import materialise
+from auditor.materialise import materialise, read_frame_arrow
 from auditor.spark import local_frame, parsing
 from auditor.summarise.digest import aggregate_specs, window_of
 
@@ -61,9 +61,9 @@ class DumpFiles:
         from auditor.summarise.scan import placed_items
 
         both = pending_batches(placed_items(items, self.sections), self.sections).join(
-            F.broadcast(self.files.select("file_id", F.col("rel").alias("file"))), "file").select(
+            self.files.select("file_id", F.col("rel").alias("file")), "file").select(
             "file_id", *BATCH_COLUMNS)
-        placed = both.join(F.broadcast(self.sections.select("file_id", "sec", "segment_base_offset")),
+        placed = both.join(self.sections.select("file_id", "sec", "segment_base_offset"),
                            ["file_id", "sec"], "left")
         return placed.select(
             "snapshot", "topic", "partition", F.col("broker").alias("replica"), "file", "line_number",
@@ -99,8 +99,25 @@ def merged_batches(dumps: DumpFiles, items: DataFrame) -> DataFrame:
     return dedupe_batches(batches).withColumnRenamed("broker", "replica")
 
 
+def drill_files(summaries: DataFrame, whole: DataFrame, windows: DataFrame) -> DataFrame:
+    """``file_id`` of the dump files that hold the batches :func:`drill` wants (arguments as
+    there), each once. Computed in an earlier cut point's job and read back with
+    :func:`stored_file_ids`, the list costs no job of its own."""
+    hits = summaries.join(whole.select(*KEY).distinct(), KEY, "left_semi").select("file_id").unionByName(
+        summaries.join(windows.select(*KEY, "win").distinct(), [*KEY, "win"], "left_semi").select("file_id"))
+    return hits.filter(F.col("file_id").isNotNull()).distinct()
+
+
+def stored_file_ids(work_dir: str, label: str, name: str) -> set[int]:
+    """The file ids of a stored :func:`drill_files` frame (read without Spark: a few
+    thousand numbers at most, one per dump file)."""
+    table = read_frame_arrow(work_dir, label, name)
+    return set() if table is None else set(table.column("file_id").to_pylist())
+
+
 def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: DataFrame,
-          work_dir: str, label: str, progress: Callable[[str], None] | None = None) -> DataFrame:
+          work_dir: str, label: str, progress: Callable[[str], None] | None = None,
+          file_ids: set[int] | None = None) -> DataFrame:
     """The batches of the replicas in ``whole`` and of the windows in ``windows``, stored.
 
     Args:
@@ -109,6 +126,8 @@ def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: 
         whole: ``KEY`` of replicas wanted whole.
         windows: ``KEY, win`` of windows wanted.
         work_dir, label: where the result is stored.
+        file_ids: the files to read again (dumps), when :func:`drill_files` was computed
+            beforehand; None: computed here (a job).
 
     Returns:
         The batches (:data:`DRILLED_DDL`), repeated batches of a replica merged.
@@ -120,9 +139,8 @@ def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: 
         batches = source.stored.select("*", window_of(F.col("base_offset")).alias("win"))
     else:
         assert source.dumps is not None
-        hits = summaries.join(wanted_whole, KEY, "left_semi").select("file_id").unionByName(
-            summaries.join(wanted_windows, [*KEY, "win"], "left_semi").select("file_id"))
-        file_ids = {r.file_id for r in hits.filter(F.col("file_id").isNotNull()).distinct().collect()}
+        if file_ids is None:
+            file_ids = {r.file_id for r in drill_files(summaries, whole, windows).collect()}
         if not file_ids:
             return local_frame(spark, [], DRILLED_DDL)
         if progress is not None:

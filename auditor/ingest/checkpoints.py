@@ -63,7 +63,7 @@ def parse_checkpoints(numbered: DataFrame, files: DataFrame) -> ParsedCheckpoint
     # Rank among non-blank lines: 1 = version, 2 = count, then entries.
     nonblank = Window.partitionBy("file_id").orderBy("line_number")
     lines = (
-        numbered.join(F.broadcast(files), "file_id")
+        numbered.join(files, "file_id")
         .select("*", t.alias("t"), (t == "").alias("blank"), entry_ok.alias("entry_ok"),
                 fields.alias("fields"), entry_problem.alias("entry_problem"))
         .withColumn("rank", F.sum(F.when(~F.col("blank"), 1).otherwise(0)).over(nonblank))
@@ -91,7 +91,7 @@ def parse_checkpoints(numbered: DataFrame, files: DataFrame) -> ParsedCheckpoint
     verdicts = files.join(per_file.select("file_id", reason.alias("reason")), "file_id", "left").select(
         "file_id", "kind", "snapshot", "broker", "log_dir", "topic", "partition", "rel",
         F.col("reason").isNull().alias("usable"), "reason")
-    judged = lines.join(F.broadcast(verdicts.select("file_id", "usable", "reason")), "file_id")
+    judged = lines.join(verdicts.select("file_id", "usable", "reason"), "file_id")
     disposition = (
         F.when(F.col("blank"), "skipped")
         .when(~F.col("usable"), "quarantined")

@@ -57,7 +57,7 @@ def parse_describe(numbered: DataFrame, files: DataFrame) -> ParsedDescribe:
         files: ``file_id, rel, snapshot, broker`` (small).
     """
     t = F.trim(F.regexp_replace(F.col("text"), "\r$", ""))
-    lines = numbered.join(F.broadcast(files), "file_id").select("*", t.alias("t"))
+    lines = numbered.join(files, "file_id").select("*", t.alias("t"))
     is_part = F.col("t").rlike(r"(^|\s)Partition:\s*\d+") & F.col("t").rlike(r"(^|\s)Topic:\s*\S")
     is_topic = F.col("t").rlike(r"(^|\s)PartitionCount:") & F.col("t").rlike(r"(^|\s)Topic:\s*\S")
     leader_text = _value(F.col("t"), "Leader", r"-?\d+|none")

@@ -181,7 +181,7 @@ def section_facts(groups: DataFrame, files: DataFrame) -> DataFrame:
         return F.regexp_extract(text, r"(\d{20})-(\d{10})", i).try_cast(cast)
 
     h_topic, h_part = g.header_topic_partition(F.coalesce(p, F.lit("")))
-    return per_sec.join(F.broadcast(files), "file_id").select(
+    return per_sec.join(files, "file_id").select(
         "file_id", "sec", "snapshot", F.col("broker").alias("replica"),
         F.coalesce(h_topic, F.col("topic")).alias("topic"), F.coalesce(h_part, F.col("partition")).alias("partition"),
         F.col("rel").alias("file"),
@@ -310,7 +310,7 @@ def parse_quorum_state(lines: DataFrame, files: DataFrame) -> tuple[DataFrame, D
               F.lit("quorum-state data_version is not within the supported versions 0 to 1"))
     )
     verdict = per_file.select("file_id", F.col("_l.j").alias("j"), reason.alias("reason"))
-    f = F.broadcast(files)
+    f = files
     rows = verdict.filter(F.col("reason").isNull()).join(f, "file_id").select(
         "snapshot", "topic", "partition", F.col("broker").alias("replica"), F.col("rel").alias("file"),
         F.col("j.leaderId").alias("leader_id"), F.col("j.leaderEpoch").alias("leader_epoch"),
@@ -353,7 +353,7 @@ def parse_quorum_status(lines: DataFrame, files: DataFrame) -> tuple[DataFrame, 
              .when(numeric & value.try_cast(LongType()).isNull(), F.format_string("%s is not an integer", key)))
     per_line = lines.select("file_id", "line_number", t.alias("t"), key.alias("key"), value.alias("value"),
                             error.alias("error"))
-    f = F.broadcast(files)
+    f = files
     good = per_line.filter(F.col("error").isNull() & F.col("key").isin(*_STATUS_KEYS))
     rows = good.groupBy("file_id").agg(*[
         F.max(F.when(F.col("key") == k, F.struct(F.col("line_number"), F.col("value").try_cast(typ).alias("v"))))["v"]

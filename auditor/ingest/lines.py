@@ -25,18 +25,22 @@ from auditor.ingest.discovery import InputFile
 from auditor.spark import local_frame
 
 
-def read_text_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) -> DataFrame:
-    """Read ``files`` as lines: ``file_id, block_start, mono, text``.
+def read_text_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]], *, folders: bool = False,
+                    broadcast: bool = True) -> DataFrame:
+    """Read ``files`` as lines: ``file_id, block_start, mono, text`` (and ``topic,
+    partition`` of each file's folder with ``folders``).
 
     Args:
         spark: the session.
         files: ``(file_id, file)`` pairs; ``file_id`` identifies the file in the result.
+        folders, broadcast: as :func:`with_file_ids` says.
 
     The pair ``(block_start, mono)`` orders the lines of one file; :func:`number_lines`
     turns it into line numbers. Each line's file is found as :func:`with_file_ids` says.
     """
     if not files:
-        return local_frame(spark, [], "file_id int, block_start bigint, mono bigint, text string")
+        return local_frame(spark, [], "file_id int, block_start bigint, mono bigint, text string"
+                           + (", topic string, partition int" if folders else ""))
     raw = spark.read.schema(_VALUE).text([f.path for _, f in files])
     # (block_start, mono) are taken in the scan itself, before any join can move a row.
     return with_file_ids(spark, raw, files, raw.select(
@@ -44,7 +48,7 @@ def read_text_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]])
         F.col("_metadata.file_block_start").alias("block_start"),
         F.monotonically_increasing_id().alias("mono"),
         F.col("value").alias("text"),
-    ))
+    ), folders=folders, broadcast=broadcast)
 
 
 def read_small_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) -> DataFrame:
@@ -67,7 +71,9 @@ def read_small_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]
     body = F.regexp_replace(value, r"(\r\n|\r|\n)\z", "")
     split = F.when(value == "", F.array().cast("array<string>")).otherwise(F.split(body, r"\r\n|\r|\n", -1))
     whole = raw.select(F.col("_metadata.file_path").alias("uri"), split.alias("lines"))
-    return with_file_ids(spark, raw, files, whole).select(
+    # (each file is a row of its own text: a small file's few lines are cheap to move, and
+    # a shuffle join is a stage of the cut's job where a broadcast is a job of its own)
+    return with_file_ids(spark, raw, files, whole, broadcast=False).select(
         # (posexplode_outer and a filter: for posexplode Spark infers a filter on the array's
         # size and pushes it below the split, which splits every file again for the test)
         "file_id", F.posexplode_outer("lines").alias("pos", "text")).filter(F.col("pos").isNotNull()).select(
@@ -78,26 +84,37 @@ _VALUE = StructType([StructField("value", StringType())])
 
 
 def with_file_ids(spark: SparkSession, raw: DataFrame, files: Sequence[tuple[int, InputFile]],
-                   rows: DataFrame) -> DataFrame:
+                  rows: DataFrame, *, folders: bool = False, broadcast: bool = True) -> DataFrame:
     """``rows`` (read by the scan ``raw`` of ``files``, with its ``_metadata.file_path`` as
     ``uri``) with ``file_id`` in place of ``uri``.
 
     The URI is looked up as Spark spells it (taken from the scan's own file list, so no
     per-line decoding). A row whose URI is not in that list fails the run with a clear
     error: it is never dropped.
+
+    Args:
+        folders: also add ``topic, partition``, the file's folder (the same lookup).
+        broadcast: the file list is broadcast (a Spark job of its own), so ``rows`` stay in
+            the tasks that read them: for rows that are lines or whole dump files. Without
+            it (rows that are small files), the lookup is a shuffle join, a stage of the
+            job that needs it.
     """
-    by_path = {os.path.abspath(f.path): i for i, f in files}
+    by_path = {os.path.abspath(f.path): (i, f) for i, f in files}
     by_uri = {}
     for uri in raw.inputFiles():
-        file_id = by_path.get(uri_to_path(uri))
-        if file_id is not None:
-            by_uri[_metadata_spelling(uri)] = file_id
-    key_schema = StructType([StructField("uri", StringType(), False), StructField("file_id", IntegerType(), False)])
-    uri_ids = local_frame(spark, sorted(by_uri.items()), key_schema)
+        found = by_path.get(uri_to_path(uri))
+        if found is not None:
+            i, f = found
+            by_uri[_metadata_spelling(uri)] = (i, f.topic, f.partition) if folders else (i,)
+    fields = [StructField("uri", StringType(), False), StructField("file_id", IntegerType(), False)]
+    if folders:
+        fields += [StructField("topic", StringType()), StructField("partition", IntegerType())]
+    uri_ids = local_frame(spark, [(uri, *rest) for uri, rest in sorted(by_uri.items())], StructType(fields))
     known = F.coalesce(F.col("file_id"), F.raise_error(F.concat(
         F.lit("internal error: Spark read a line of a file it did not list: "), F.col("uri"))).cast(IntegerType()))
-    return rows.join(F.broadcast(uri_ids), "uri", "left").select(
-        known.alias("file_id"), *[c for c in rows.columns if c != "uri"])
+    return rows.join(F.broadcast(uri_ids) if broadcast else uri_ids, "uri", "left").select(
+        known.alias("file_id"), *[c for c in rows.columns if c != "uri"],
+        *(["topic", "partition"] if folders else []))
 
 
 def uri_to_path(uri: str) -> str:

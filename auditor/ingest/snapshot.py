@@ -290,7 +290,7 @@ class Reuse:
         """What this run parsed, per file, shaped as the store keeps it."""
         fps = local_frame(self.spark, [(i, self.fingerprints[i].fp) for i, _ in self.keepers],
                           "file_id int, fp string")
-        return {"store_scan": scan.join(F.broadcast(fps), "file_id").select("fp", *[
+        return {"store_scan": scan.join(fps, "file_id").select("fp", *[
             c for c in SCAN_COLUMNS if c != "file_id"])}
 
 

@@ -117,11 +117,6 @@ def read_dump_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]],
     return parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
 
 
-def _folders(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) -> DataFrame:
-    return local_frame(spark, [(i, f.topic, f.partition) for i, f in files],
-                       "file_id int, topic string, partition int")
-
-
 # --- the line tests used inside array functions (a cheap prefix test guards the exact one) ---
 
 def _is_header(x: Column) -> Column:
@@ -190,10 +185,13 @@ def _whole_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) ->
     raw = spark.read.format("binaryFile").load([f.path for _, f in files])
     text = F.col("content").cast(StringType())
     pieces = F.when(F.instr(text, "\r") > 0, F.split(text, r"\r\n|\r|\n", -1)).otherwise(F.split(text, "\n", -1))
-    rows = with_file_ids(spark, raw, files, raw.select(F.col("_metadata.file_path").alias("uri"), pieces.alias("p")))
+    # each row is a whole file: its id and folder come from one broadcast lookup, so no
+    # file's text leaves the task that read it
+    rows = with_file_ids(spark, raw, files, raw.select(F.col("_metadata.file_path").alias("uri"), pieces.alias("p")),
+                         folders=True)
     # a final line end does not start a line (an empty file has none)
     lines = F.when(F.try_element_at("p", F.lit(-1)) == "", F.slice("p", 1, F.size("p") - 1)).otherwise(F.col("p"))
-    step = rows.select("file_id", lines.alias("L")).join(F.broadcast(_folders(spark, files)), "file_id")
+    step = rows.select("file_id", "topic", "partition", lines.alias("L"))
     # Each step is its own projection: an array used inside a lambda must be a column, or the
     # expression that builds it is evaluated again for every element.
     L, n = F.col("L"), F.size("L")
@@ -299,7 +297,7 @@ def _known_code(L: Column, i: Column) -> Column:
 def _large_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) -> DataFrame:
     """The same columns for files too big to read whole: the text source, then one window per
     file ordered by each line's position (a shuffle of these files' lines)."""
-    raw = read_text_lines(spark, files).join(F.broadcast(_folders(spark, files)), "file_id")
+    raw = read_text_lines(spark, files, folders=True)
     t = g.stripped(F.col("text"))
     kind = g.line_kind(t)
     in_file = Window.partitionBy("file_id").orderBy("block_start", "mono")

@@ -164,7 +164,7 @@ def split_scan(scan: DataFrame, files: DataFrame, per_batch: bool = False) -> Sc
     """
     accounting = scan.groupBy("file_id").agg(
         *[F.sum(c).cast(LongType()).alias(c) for c in ("lines", "lines_parsed", "lines_skipped", "lines_quarantined")])
-    f = F.broadcast(files.select("file_id", "rel", "snapshot", "broker", "topic", "partition"))
+    f = files.select("file_id", "rel", "snapshot", "broker", "topic", "partition")
     shown = shown_line(F.col("e_kind"), F.col("e_meta"), F.col("i_length"), F.col("i_clean") == 1,
                        g.header_path(F.col("e_meta")), F.col("i_base"), F.col("i_last"), F.col("i_epoch"),
                        F.col("i_crc"), F.col("i_valid").cast("boolean"), F.col("i_min_offset"), F.col("i_number"))
@@ -196,7 +196,7 @@ def split_scan(scan: DataFrame, files: DataFrame, per_batch: bool = False) -> Sc
         summarised = summarised.filter(~alone).select("file_id", "sec", "win", "epoch", "item_kind", *SUMMARY_VALUES) \
             .unionByName(summarised.filter(alone).groupBy("file_id", "sec", "win", "epoch").agg(*rollup([]))
                          .select("*", F.lit(None).cast("string").alias("item_kind")))
-    summaries = summarised.join(F.broadcast(place), ["file_id", "sec"]).select(
+    summaries = summarised.join(place, ["file_id", "sec"]).select(
         *SUMMARY_KEY[:-1], F.coalesce(F.col("item_kind") == "T", F.lit(False)).alias("tail"), *SUMMARY_VALUES)
     items = placed_items(scan, sections).select(
         "file_id", "sec", "item_kind", "item", "rel", "snapshot", "broker", "r_topic", "r_partition", *ITEM_VALUES)
@@ -222,7 +222,7 @@ def placed_items(rows: DataFrame, sections: DataFrame) -> DataFrame:
     place = sections.select("file_id", "sec", F.col("file").alias("rel"), "snapshot",
                             F.col("replica").alias("broker"), F.col("topic").alias("r_topic"),
                             F.col("partition").alias("r_partition"))
-    return rows.filter(F.col("item_kind").isin("B", "R", "M", "V")).join(F.broadcast(place), ["file_id", "sec"])
+    return rows.filter(F.col("item_kind").isin("B", "R", "M", "V")).join(place, ["file_id", "sec"])
 
 
 SUMMARY_VALUES = ("n", "records", "min_base", "max_base", "max_last", "crcless", "invalid",
