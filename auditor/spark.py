@@ -38,8 +38,9 @@ BASE_CONF: dict[str, str] = {
     # Every broadcast is a Spark job of its own (a 1M-line audit ran 40 of them, one per
     # small table joined in the scan and snapshot cuts); a shuffle join is a stage of the
     # job that needs it. The code asks for a broadcast (a hint) only where the other side
-    # is lines or whole files' text, which a shuffle would move: the file-id lookups of
-    # the text readers (`auditor.ingest.lines.with_file_ids`).
+    # is log-sized, which a shuffle would move: the file lookups of the text readers
+    # (`auditor.ingest.lines.with_file_ids`: lines, whole files' text, WAL records), and
+    # the incremental store's rows of reused files.
     "spark.sql.autoBroadcastJoinThreshold": "-1",
     # Stored cut points are read back by pyarrow too: UTC-adjusted microsecond timestamps.
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
