@@ -243,8 +243,18 @@ def audit(
     # (the replicas' rows read the epochs' aggregate: one job computes both from the summaries)
     per_epoch = epoch_summaries(summaries)
     per_replica = replica_summaries(summaries, per_epoch)
+
+    def first_listing() -> DataFrame:
+        # The files of the replicas read first, from the summaries of the replicas without a
+        # usable checkpoint only (usually none): the same replicas and files as from all of
+        # them, without aggregating every summary row again in this job.
+        candidates = summaries.join(
+            snapshot.replicas.filter(~F.col("epoch_file_usable")).select(*KEY), KEY, "left_semi")
+        irregular = irregular_of(replica_summaries(candidates, epoch_summaries(candidates)))
+        return drill_files(candidates, irregular, none)
+
     rolled, first_files = _cut_listing(
-        ("first_files", drill_files(summaries, cacheless_of(irregular_of(per_replica)), none)) if rereads else None,
+        ("first_files", first_listing()) if rereads else None,
         windows=window_summaries(summaries), epochs=per_epoch, replicas=per_replica)
     windows, epochs, reps = rolled["windows"], rolled["epochs"], rolled["replicas"]
     offsets = replica_offsets(reps, snapshot.segments, snapshot.log_start)
