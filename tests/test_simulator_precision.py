@@ -133,8 +133,9 @@ def test_the_mix_holds_tiered_and_retained_partitions(merged) -> None:  # type: 
 
 def test_a_large_input_audit_runs_at_most_20_spark_jobs(merged) -> None:  # type: ignore[no-untyped-def]
     """Issue 21: at most 20 Spark jobs per audit, whatever the size. The count is one job per
-    cut point, one per broadcast and, per drill-down, one to list its files and two to
-    read them; it does not grow with the input. A broadcast is a job of its own, so only
+    cut point, one per broadcast and, per drill-down that reads files again, two more (the
+    read, then its batches stored; its file list comes from the cut before it): it does
+    not grow with the input. A broadcast is a job of its own, so only
     the text readers' file lookups are broadcast (the dumps', the metadata log's); every
     other small table is joined by a shuffle, a stage of its cut's job. This audit runs 19
     jobs; it ran 54 when every small table was broadcast and each drill-down listed its
