@@ -215,10 +215,12 @@ def audit(
     # Spark), not by a job of their own.
     rereads = snapshot.source.dumps is not None and snapshot.source.stored is None
 
-    def _cut_listing(files: tuple[str, DataFrame] | None, **frames: DataFrame) -> tuple[dict[str, DataFrame], set[int] | None]:
+    def _cut_listing(files: tuple[str, DataFrame] | None, **frames: DataFrame) -> tuple[dict[str, DataFrame], set[int]]:
+        """A cut that also stores a drill-down's file list (``files``: its name and frame),
+        returned read back (empty when ``files`` is None: nothing is read again)."""
         cut = f"{label}-{next(serial)}"
         stored = materialise({**frames, **({files[0]: files[1]} if files is not None else {})}, work_dir, cut)
-        return stored, stored_file_ids(work_dir, cut, files[0]) if files is not None else None
+        return stored, stored_file_ids(work_dir, cut, files[0]) if files is not None else set()
 
     # Cut points: each is one Spark job computing one or more frames that later queries
     # read more than once. Frames that do not depend on each other share a job; a frame
@@ -233,8 +235,7 @@ def audit(
     def irregular_of(replicas: DataFrame) -> DataFrame:
         return replicas.filter(~F.col("regular") | in_kraft).select(*KEY)
 
-    def cacheless_of(irregular: DataFrame) -> DataFrame:
-        return irregular.join(snapshot.replicas.filter(~F.col("epoch_file_usable")).select(*KEY), KEY, "left_semi")
+    checkpointless = snapshot.replicas.filter(~F.col("epoch_file_usable")).select(*KEY)
 
     # An irregular replica (a gap, an overlap, a repeated batch, an epoch regression, a corrupt
     # batch) is read whole. One without a usable checkpoint first: its cache is rebuilt from
@@ -248,8 +249,7 @@ def audit(
         # The files of the replicas read first, from the summaries of the replicas without a
         # usable checkpoint only (usually none): the same replicas and files as from all of
         # them, without aggregating every summary row again in this job.
-        candidates = summaries.join(
-            snapshot.replicas.filter(~F.col("epoch_file_usable")).select(*KEY), KEY, "left_semi")
+        candidates = summaries.join(checkpointless, KEY, "left_semi")
         irregular = irregular_of(replica_summaries(candidates, epoch_summaries(candidates)))
         return drill_files(candidates, irregular, none)
 
@@ -259,7 +259,7 @@ def audit(
     windows, epochs, reps = rolled["windows"], rolled["epochs"], rolled["replicas"]
     offsets = replica_offsets(reps, snapshot.segments, snapshot.log_start)
     irregular = irregular_of(reps)
-    cacheless = cacheless_of(irregular)
+    cacheless = irregular.join(checkpointless, KEY, "left_semi")
     first = drill(snapshot.source, summaries, cacheless, none, work_dir, f"{label}-drill-1", file_ids=first_files)
     rebuilt_early = union_all([regular_rebuilt_cache(epochs, reps), lineage.rebuilt_cache(first)])
     cache = _cut(cache=lineage.effective_cache(snapshot.epoch_cache, rebuilt_early, snapshot.replicas, offsets))["cache"]
@@ -297,6 +297,7 @@ def audit(
     # Leader against follower on the window summaries; the batches of the windows where they
     # differ, of the windows truncation looks into, and of irregular replicas, read exactly.
     evaluable = pairs.filter(~F.col("epochless")) if chosen in EPOCH_PROTOCOLS else pairs
+
     def wanted_of(verdicts: DataFrame, probed: DataFrame) -> DataFrame:
         differing = differing_windows(verdicts)
         return union_all([differing.select(*KEY, "win"),

@@ -32,8 +32,8 @@ BASE_CONF: dict[str, str] = {
     # list thousands of explicit paths again.
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
     # Adaptive execution re-plans each shuffle stage as a job of its own (a small audit
-    # became ~300 jobs); our plans read stored, sized inputs, so static planning (broadcasts
-    # chosen from file sizes) is as good, and runs one job per cut point.
+    # became ~300 jobs); our plans read stored, sized inputs, so static planning is as good,
+    # and runs one job per cut point.
     "spark.sql.adaptive.enabled": "false",
     # Every broadcast is a Spark job of its own (a 1M-line audit ran 40 of them, one per
     # small table joined in the scan and snapshot cuts); a shuffle join is a stage of the

@@ -123,4 +123,3 @@ def test_whole_file_lines_match_the_line_reader(spark, tmp_path: Path, small_inp
     assert whole == by_line
     assert len(whole) == 0 + 1 + 1 + 1 + 4 + 3 + 2 + 2 + 2100
     assert [r for r in whole if r[0] == 14] == [(14, 1, "a"), (14, 2, "b"), (14, 3, "c"), (14, 4, "")]
-

@@ -8,7 +8,7 @@ Spark job), repeated batches merged (SPEC 3.1); nothing is read when nothing is 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
@@ -40,7 +40,7 @@ class DumpFiles:
     sections: DataFrame  # file_id, sec, file, snapshot, replica, topic, partition, segment_base_offset
     limit: int | None = None
 
-    def items(self, file_ids: set[int] | None = None) -> DataFrame:
+    def items(self, file_ids: Collection[int] | None = None) -> DataFrame:
         """The batch items of the dump files (all of them, or those of ``file_ids``): one
         row per v2 batch line, legacy batch line, legacy batch's record lines or old message
         group (:func:`auditor.ingest.dumps.pending_item`). Store it before use: its rows are
@@ -109,15 +109,15 @@ def drill_files(summaries: DataFrame, whole: DataFrame, windows: DataFrame) -> D
 
 
 def stored_file_ids(work_dir: str, label: str, name: str) -> set[int]:
-    """The file ids of a stored :func:`drill_files` frame (read without Spark: a few
-    thousand numbers at most, one per dump file)."""
+    """The file ids of a stored :func:`drill_files` frame (read without Spark: at most one
+    number per dump file)."""
     table = read_frame_arrow(work_dir, label, name)
     return set() if table is None else set(table.column("file_id").to_pylist())
 
 
 def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: DataFrame,
           work_dir: str, label: str, progress: Callable[[str], None] | None = None,
-          file_ids: set[int] | None = None) -> DataFrame:
+          file_ids: Collection[int] = ()) -> DataFrame:
     """The batches of the replicas in ``whole`` and of the windows in ``windows``, stored.
 
     Args:
@@ -126,8 +126,8 @@ def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: 
         whole: ``KEY`` of replicas wanted whole.
         windows: ``KEY, win`` of windows wanted.
         work_dir, label: where the result is stored.
-        file_ids: the files to read again (dumps), when :func:`drill_files` was computed
-            beforehand; None: computed here (a job).
+        file_ids: the dump files to read again (a source that reads dumps): what
+            :func:`drill_files` listed, stored by an earlier cut point's job.
 
     Returns:
         The batches (:data:`DRILLED_DDL`), repeated batches of a replica merged.
@@ -139,8 +139,6 @@ def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: 
         batches = source.stored.select("*", window_of(F.col("base_offset")).alias("win"))
     else:
         assert source.dumps is not None
-        if file_ids is None:
-            file_ids = {r.file_id for r in drill_files(summaries, whole, windows).collect()}
         if not file_ids:
             return local_frame(spark, [], DRILLED_DDL)
         if progress is not None:
