@@ -28,6 +28,7 @@ class Replica:
     extra_epochs: list[tuple[int, int]] = field(default_factory=list)
     checkpoint: list[tuple[int, int]] | None = None
     salt: dict[int, str] = field(default_factory=dict)  # base offset -> salt for that batch's CRC
+    segments: int = 1  # dump files the log is split into, by batch count (one per segment)
 
 
 def write_partition(root: Path, topic: str, partition: int, replicas: dict[int, Replica]) -> None:
@@ -36,9 +37,12 @@ def write_partition(root: Path, topic: str, partition: int, replicas: dict[int, 
         folder.mkdir(parents=True, exist_ok=True)
         batches = [Batch(b, last, e, content_crc(topic, partition, b, last, e, r.salt.get(b, "")))
                    for b, last, e in sorted(r.spans)]
-        base = batches[0].base_offset if batches else 0
-        (folder / f"{base:020d}.log.txt").write_text(
-            dump_segment("/var/lib/kafka/data", topic, partition, base, batches), encoding="utf-8")
+        count = max(1, min(r.segments, len(batches)))
+        cuts = [round(j * len(batches) / count) for j in range(count + 1)]
+        for segment in [batches[a:b] for a, b in zip(cuts, cuts[1:])]:
+            base = segment[0].base_offset if segment else 0
+            (folder / f"{base:020d}.log.txt").write_text(
+                dump_segment("/var/lib/kafka/data", topic, partition, base, segment), encoding="utf-8")
         entries = r.checkpoint if r.checkpoint is not None else rebuild_cache(r.spans) + r.extra_epochs
         (folder / "leader-epoch-checkpoint").write_text(checkpoint_text(entries), encoding="utf-8")
         hwm_file = root / f"broker={broker}" / "data" / "replication-offset-checkpoint"

@@ -5,7 +5,8 @@ batch stretched over the next one (an overlap), a batch printed twice (two dumps
 segment), a batch rewritten with other content or in a lower epoch (a regression). Windows
 are made 4 offsets wide and a section's tail 2 lines, so one history spans many windows:
 some windows equal, some different, differences at window edges, followers lagging by more
-and by less than the tail. Every value the engine derives from summaries or from drilled
+and by less than the tail. Each replica's log is dumped as 1 to 4 segment files, and only
+the newest two mark their tails, so a lag may also reach past the tails. Every value the engine derives from summaries or from drilled
 batches (divergence, truncation, records removed, counts, lineage, gaps, overlaps,
 regressions, ISR completeness) must equal the model's.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from datetime import datetime
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,6 +25,7 @@ from pyspark.sql import functions as F
 from auditor import audit, load_snapshot
 from auditor.ingest import snapshot as snapshot_module
 from auditor.ingest import wholefile
+from auditor.ingest.discovery import InputFile
 from auditor.simulator.kafka_text import PartitionMeta
 from auditor.summarise import digest
 from tests import reference as ref
@@ -39,6 +42,7 @@ Batch = tuple[int, int, int, str]  # base, last, epoch, content
 class Damaged:
     history: History
     logs: dict[int, list[Batch]]  # what each replica's dump prints (repeats included)
+    segments: dict[int, int]  # dump files (segments) each replica's log is split into
 
 
 @st.composite
@@ -63,7 +67,8 @@ def damaged_histories(draw: st.DrawFn) -> Damaged:
             log[i] = (base, last, epoch, content + "x")
         elif damage == "regress" and epoch > 0:
             log[i] = (base, last, epoch - 1, content + "r")
-    return Damaged(h, logs)
+    segments = {rid: draw(st.integers(1, 4)) for rid in sorted(logs)}
+    return Damaged(h, logs, segments)
 
 
 def _sequence(batches: list[Batch]) -> tuple[set[tuple[int, int]], set[tuple[int, int]], set[tuple[int, int, int]]]:
@@ -143,13 +148,14 @@ def test_summaries_and_drill_down_match_the_model(spark, tmp_path_factory, monke
         # a repeated batch is printed by a second dump of the replica's segment
         write_partition(root, f"h{i}", 0, {
             rid: Replica([(b, last, e) for b, last, e, _ in sorted(set(log))], d.history.replicas[rid].hwm,
-                         checkpoint=d.history.replicas[rid].cache, salt={b: c for b, _, _, c in log})
+                         checkpoint=d.history.replicas[rid].cache, salt={b: c for b, _, _, c in log},
+                         segments=d.segments[rid])
             for rid, log in d.logs.items()})
         for rid, log in d.logs.items():
             repeated = [b for b in set(log) if log.count(b) > 1]
             if repeated:
                 folder = root / f"broker={rid}" / "data" / f"h{i}-0"
-                original = next(folder.glob("*.log.txt"))
+                original = sorted(folder.glob("*.log.txt"))[-1]
                 (folder / ("again-" + original.name)).write_text(original.read_text())
     write_describe(root, {f"h{i}": [PartitionMeta(0, d.history.leader, tuple(d.logs), tuple(d.logs))]
                           for i, d in enumerate(ds)})
@@ -177,6 +183,25 @@ def test_summaries_and_drill_down_match_the_model(spark, tmp_path_factory, monke
                     assert r.records_to_truncate == removed, (topic, rid, d)
             assert sorted(lineage.get((topic, rid), [])) == want_lineage[rid], (topic, rid, d)
         assert {g[1:] for g in got if g[0] == topic} == want_found, (topic, d)
+
+
+def test_only_the_newest_segments_of_a_partition_folder_mark_their_tails() -> None:
+    def dump(i: int, rel: str, topic: str | None = "t") -> tuple[int, InputFile]:
+        return i, InputFile(f"/in/{rel}", rel, "dump", datetime(2026, 1, 1), 1, "data", topic, 0, 1)
+
+    files = [dump(1, "broker=1/data/t-0/00000000000000000000.log.txt"),
+             dump(2, "broker=1/data/t-0/00000000000000000300.log.txt"),
+             dump(3, "broker=1/data/t-0/00000000000000000600.log.txt"),
+             dump(4, "broker=1/data/t-0/00000000000000000600.index.txt"),
+             dump(5, "broker=1/data/t-0/00000000000000000900.log.txt"),
+             dump(6, "broker=1/data/t-0/again-00000000000000000000.log.txt"),
+             dump(7, "broker=2/data/t-0/00000000000000000000.log.txt"),
+             dump(8, "broker=1/data/all-segments.txt", topic=None),
+             dump(9, "broker=1/data/00000000000000000000.log.txt", topic=None)]
+    # per folder, the two highest bases (600 and 900, each file named by them); any file
+    # whose name or folder says nothing keeps its tails
+    assert wholefile.tail_files(files) == {3, 4, 5, 6, 7, 8, 9}
+    assert wholefile.tail_files(files[:2]) == {1, 2}
 
 
 def test_the_model_finds_sequence_problems() -> None:

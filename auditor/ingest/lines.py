@@ -16,31 +16,40 @@ import os
 import re
 import urllib.parse
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    BooleanType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from auditor.ingest.discovery import InputFile
 from auditor.spark import local_frame
 
 
 def read_text_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]], *, folders: bool = False,
-                    broadcast: bool = True) -> DataFrame:
+                    broadcast: bool = True, tails: AbstractSet[int] | None = None) -> DataFrame:
     """Read ``files`` as lines: ``file_id, block_start, mono, text`` (and ``topic,
     partition`` of each file's folder with ``folders``).
 
     Args:
         spark: the session.
         files: ``(file_id, file)`` pairs; ``file_id`` identifies the file in the result.
-        folders, broadcast: as :func:`with_file_ids` says.
+        folders, broadcast, tails: as :func:`with_file_ids` says.
 
     The pair ``(block_start, mono)`` orders the lines of one file; :func:`number_lines`
     turns it into line numbers. Each line's file is found as :func:`with_file_ids` says.
     """
     if not files:
         return local_frame(spark, [], "file_id int, block_start bigint, mono bigint, text string"
-                           + (", topic string, partition int" if folders else ""))
+                           + (", topic string, partition int" if folders else "")
+                           + (", tails boolean" if tails is not None else ""))
     raw = spark.read.schema(_VALUE).text([f.path for _, f in files])
     # (block_start, mono) are taken in the scan itself, before any join can move a row.
     return with_file_ids(spark, raw, files, raw.select(
@@ -48,7 +57,7 @@ def read_text_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]],
         F.col("_metadata.file_block_start").alias("block_start"),
         F.monotonically_increasing_id().alias("mono"),
         F.col("value").alias("text"),
-    ), folders=folders, broadcast=broadcast)
+    ), folders=folders, broadcast=broadcast, tails=tails)
 
 
 def read_small_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) -> DataFrame:
@@ -84,7 +93,8 @@ _VALUE = StructType([StructField("value", StringType())])
 
 
 def with_file_ids(spark: SparkSession, raw: DataFrame, files: Sequence[tuple[int, InputFile]],
-                  rows: DataFrame, *, folders: bool = False, broadcast: bool = True) -> DataFrame:
+                  rows: DataFrame, *, folders: bool = False, broadcast: bool = True,
+                  tails: AbstractSet[int] | None = None) -> DataFrame:
     """``rows`` (read by the scan ``raw`` of ``files``, with its ``_metadata.file_path`` as
     ``uri``) with ``file_id`` in place of ``uri``.
 
@@ -98,6 +108,7 @@ def with_file_ids(spark: SparkSession, raw: DataFrame, files: Sequence[tuple[int
             the tasks that read them: for rows that are lines or whole dump files. Without
             it (rows that are small files), the lookup is a shuffle join, a stage of the
             job that needs it.
+        tails: also add ``tails``, whether the file's id is in this set (the same lookup).
     """
     by_path = {os.path.abspath(f.path): (i, f) for i, f in files}
     by_uri = {}
@@ -105,16 +116,19 @@ def with_file_ids(spark: SparkSession, raw: DataFrame, files: Sequence[tuple[int
         found = by_path.get(uri_to_path(uri))
         if found is not None:
             i, f = found
-            by_uri[_metadata_spelling(uri)] = (i, f.topic, f.partition) if folders else (i,)
+            by_uri[_metadata_spelling(uri)] = ((i, f.topic, f.partition) if folders else (i,)) + (
+                (i in tails,) if tails is not None else ())
     fields = [StructField("uri", StringType(), False), StructField("file_id", IntegerType(), False)]
     if folders:
         fields += [StructField("topic", StringType()), StructField("partition", IntegerType())]
+    if tails is not None:
+        fields += [StructField("tails", BooleanType(), False)]
     uri_ids = local_frame(spark, [(uri, *rest) for uri, rest in sorted(by_uri.items())], StructType(fields))
     known = F.coalesce(F.col("file_id"), F.raise_error(F.concat(
         F.lit("internal error: Spark read a line of a file it did not list: "), F.col("uri"))).cast(IntegerType()))
     return rows.join(F.broadcast(uri_ids) if broadcast else uri_ids, "uri", "left").select(
         known.alias("file_id"), *[c for c in rows.columns if c != "uri"],
-        *(["topic", "partition"] if folders else []))
+        *(["topic", "partition"] if folders else []), *(["tails"] if tails is not None else []))
 
 
 def uri_to_path(uri: str) -> str:

@@ -13,7 +13,8 @@ context is computed with array functions over that row before the lines are expl
   by far the commonest) needs nothing more;
 - ``sections``: each header starts a section; an array the length of the file holds, for
   every line, its section's number and whether that section is a usable ``.log`` section
-  of a known partition, and which lines are its last :data:`TAIL_LINES`;
+  of a known partition, and which lines are its last :data:`TAIL_LINES` (in the files of
+  :func:`tail_files` only);
 - ``owners``: each header or batch line starts a group; an array holds, for every line, the
   group's first line when that is a batch line (``4i + 3`` when the batch needs its record
   lines counted: a legacy batch, or a v2 batch printed without ``count:``);
@@ -32,6 +33,7 @@ text source and given the same columns by one window per file (a shuffle of its 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -51,8 +53,15 @@ LINES_DDL = ("file_id int, line_number bigint, text string, sec int, in_log bool
 
 #: The batches of a section's last lines are summarised one by one (see
 #: :func:`auditor.compare.windows.window_verdicts`: a follower lagging its leader by fewer
-#: batches differs from it only there).
-TAIL_LINES = 32
+#: batches differs from it only there), in the files :func:`tail_files` names. Each is a
+#: scan group and a summary row of its own: 32 were 96% of the summary rows of the
+#: benchmark's replicas of 333 batches (10M lines: 166 s with 32, 151 s with 8, 153 s with 4).
+TAIL_LINES = 8
+
+#: How many of a partition folder's newest segments keep their tails (:func:`tail_files`).
+TAIL_SEGMENTS = 2
+
+_SEGMENT_NAME = re.compile(r"(\d+)\.")
 
 # A line's section, as one number: its index, then flags.
 _IN_LOG, _PROBLEM, _TAIL = 1 << 32, 1 << 33, 1 << 34
@@ -83,6 +92,30 @@ def _bytes(size: str) -> int:
     return int(text)
 
 
+def tail_files(files: Sequence[tuple[int, InputFile]]) -> frozenset[int]:
+    """The ids of the dump files whose sections mark their last :data:`TAIL_LINES` lines.
+
+    A follower lags its leader at the end of its log: in the leader's newest segment, or,
+    just after the leader rolled a segment, in the one before it. So of the files of one
+    partition folder whose names start with a segment's base offset (``<base>.log.txt``),
+    those of the :data:`TAIL_SEGMENTS` highest bases keep their tails; every other file
+    (a dump of several segments, a name without a base offset) keeps them too. The tails
+    only spare drill-downs: a lag the tails do not cover is decided batch by batch, with
+    the same answer. Without this, a log dumped segment by segment carries tail rows for
+    every segment (a week of hourly segments: 168 tails per replica).
+    """
+    bases: dict[str, dict[int, int]] = {}
+    for i, f in files:
+        named = _SEGMENT_NAME.match(os.path.basename(f.rel))
+        if named and f.topic is not None:
+            bases.setdefault(os.path.dirname(f.rel), {})[i] = int(named.group(1))
+    older = set()
+    for of_folder in bases.values():
+        newest = sorted(set(of_folder.values()))[-TAIL_SEGMENTS:]
+        older |= {i for i, base in of_folder.items() if base < newest[0]}
+    return frozenset(i for i, _ in files if i not in older)
+
+
 def read_dump_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]], limit: int | None = None) -> DataFrame:
     """Every line of the dump ``files`` with its context (:data:`LINE_COLUMNS`).
 
@@ -97,7 +130,7 @@ def read_dump_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]],
     section is a ``.log`` section, or has no header), ``has_problem`` (the section cannot be
     placed in a replica: its header names another partition than the file's folder, or no
     partition is known: SPEC 3.1), ``tail`` (one of the section's last :data:`TAIL_LINES`
-    lines); ``owner`` (the line of the last batch line at or before this one in its section,
+    lines, in a file of :func:`tail_files`); ``owner`` (the line of the last batch line at or before this one in its section,
     null when none) and ``owner_needs_records``; ``known_prev`` (whether the last line at
     or before this one that is neither blank nor unrecognised is a record line with a key or
     payload; null when none: read only for unrecognised lines); ``file_has_legacy`` (the
@@ -109,11 +142,12 @@ def read_dump_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]],
     limit = whole_file_limit(spark) if limit is None else limit
     small = [(i, f) for i, f in files if f.size <= limit]
     large = [(i, f) for i, f in files if f.size > limit]
+    tails = tail_files(files)
     parts = []
     if small:
-        parts.append(_whole_files(spark, small))
+        parts.append(_whole_files(spark, small, tails))
     if large:
-        parts.append(_large_files(spark, large))
+        parts.append(_large_files(spark, large, tails))
     return parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
 
 
@@ -175,23 +209,24 @@ def section_code(header: Column | None, topic: Column, partition: Column) -> Col
             ).cast(LongType())
 
 
-def _repeat_with_tail(code: Column, count: Column) -> Column:
-    """``count`` copies of ``code``, the last :data:`TAIL_LINES` of them with :data:`_TAIL`."""
-    head = F.greatest(count - TAIL_LINES, F.lit(0)).cast(IntegerType())
+def _repeat_with_tail(code: Column, count: Column, tails: Column) -> Column:
+    """``count`` copies of ``code``, the last :data:`TAIL_LINES` of them with :data:`_TAIL`
+    when ``tails``."""
+    head = F.when(tails, F.greatest(count - TAIL_LINES, F.lit(0))).otherwise(count).cast(IntegerType())
     return F.concat(F.array_repeat(code, head), F.array_repeat(code + F.lit(_TAIL), (count - head).cast(IntegerType())))
 
 
-def _whole_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) -> DataFrame:
+def _whole_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]], tails: frozenset[int]) -> DataFrame:
     raw = spark.read.format("binaryFile").load([f.path for _, f in files])
     text = F.col("content").cast(StringType())
     pieces = F.when(F.instr(text, "\r") > 0, F.split(text, r"\r\n|\r|\n", -1)).otherwise(F.split(text, "\n", -1))
     # each row is a whole file: its id and folder come from one broadcast lookup, so no
     # file's text leaves the task that read it
     rows = with_file_ids(spark, raw, files, raw.select(F.col("_metadata.file_path").alias("uri"), pieces.alias("p")),
-                         folders=True)
+                         folders=True, tails=tails)
     # a final line end does not start a line (an empty file has none)
     lines = F.when(F.try_element_at("p", F.lit(-1)) == "", F.slice("p", 1, F.size("p") - 1)).otherwise(F.col("p"))
-    step = rows.select("file_id", "topic", "partition", lines.alias("L"))
+    step = rows.select("file_id", "topic", "partition", "tails", lines.alias("L"))
     # Each step is its own projection: an array used inside a lambda must be a column, or the
     # expression that builds it is evaluated again for every element.
     L, n = F.col("L"), F.size("L")
@@ -206,17 +241,17 @@ def _whole_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) ->
                 .when(_is_record(x), -(i * 8 + 5)))
 
     marks = F.filter(F.transform(F.sequence(F.lit(1), n), mark), lambda c: c.isNotNull())
-    step = step.select("file_id", "topic", "partition", "L",
+    step = step.select("file_id", "topic", "partition", "tails", "L",
                        F.when(n > 0, marks).otherwise(nothing).alias("C"))
     C = F.col("C")
     plain = F.coalesce(F.array_min(C) > 0, F.lit(True))
     codes = F.when(plain, C).otherwise(F.transform(C, lambda c: F.abs(c)))
-    step = step.select("file_id", "topic", "partition", "L", plain.alias("plain"), codes.alias("A"))
+    step = step.select("file_id", "topic", "partition", "tails", "L", plain.alias("plain"), codes.alias("A"))
     A, plain = F.col("A"), F.col("plain")
     # group starts: a pseudo start at line 1, then every header and batch line
     starts = F.when(plain, A).otherwise(F.filter(A, lambda a: (a % 8 != 1) & (a % 8 != 5)))
     step = step.select(
-        "file_id", "topic", "partition", "L", "plain",
+        "file_id", "topic", "partition", "tails", "L", "plain",
         F.when(F.try_element_at(starts, F.lit(1)).between(8, 15), starts).otherwise(
             F.concat(F.array(F.lit(8)), starts)).alias("G"),
         F.when(plain, F.when(F.try_element_at(A, F.lit(1)) == 8, F.array(F.lit(8))).otherwise(nothing)).otherwise(
@@ -246,11 +281,11 @@ def _whole_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) ->
     # sections: the lines before the first header (section 0, maybe none), then one per header
     topic, partition = F.col("topic"), F.col("partition")
     first_header = F.coalesce(start(H, F.lit(1)), n + 1)
-    before = _repeat_with_tail(section_code(None, topic, partition), first_header - 1)
+    before = _repeat_with_tail(section_code(None, topic, partition), first_header - 1, F.col("tails"))
 
     def section(j: Column) -> Column:
         code = section_code(F.try_element_at(L, start(H, j)), topic, partition) + j.cast(LongType())
-        return _repeat_with_tail(code, length(H, j))
+        return _repeat_with_tail(code, length(H, j), F.col("tails"))
 
     sections = F.when(F.size(H) == 0, before).otherwise(
         F.concat(before, F.flatten(F.transform(F.sequence(F.lit(1), F.size(H)), section))))
@@ -294,16 +329,16 @@ def _known_code(L: Column, i: Column) -> Column:
     return F.when(known.isNotNull(), i * 2 + known.cast(IntegerType()))
 
 
-def _large_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) -> DataFrame:
+def _large_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]], tails: frozenset[int]) -> DataFrame:
     """The same columns for files too big to read whole: the text source, then one window per
     file ordered by each line's position (a shuffle of these files' lines)."""
-    raw = read_text_lines(spark, files, folders=True)
+    raw = read_text_lines(spark, files, folders=True, tails=tails)
     t = g.stripped(F.col("text"))
     kind = g.line_kind(t)
     in_file = Window.partitionBy("file_id").orderBy("block_start", "mono")
     running = in_file.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     numbered = raw.select(
-        "file_id", "text",
+        "file_id", "text", "tails",
         F.row_number().over(in_file).cast(LongType()).alias("line_number"),
         F.when(kind == "header", section_code(F.col("text"), F.col("topic"), F.col("partition"))).alias("_hdr"),
         F.when(kind == "header", F.lit(False)).when(kind.isin(*g.BATCH_KINDS), F.lit(True)).alias("_batch"),
@@ -314,7 +349,7 @@ def _large_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) ->
         "block_start", "mono",
     )
     carried = numbered.select(
-        "file_id", "line_number", "text", "_before",
+        "file_id", "line_number", "text", "_before", "tails",
         F.count("_hdr").over(running).cast(IntegerType()).alias("sec"),
         F.last("_hdr", ignorenulls=True).over(running).alias("_h"),
         F.last(F.when(F.col("_batch").isNotNull(), F.struct(
@@ -327,7 +362,7 @@ def _large_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) ->
     return carried.select(
         "file_id", "line_number", "text", "sec",
         (code.bitwiseAND(F.lit(_IN_LOG)) != 0).alias("in_log"), (code.bitwiseAND(F.lit(_PROBLEM)) != 0).alias("has_problem"),
-        (sec_end - F.col("line_number") < TAIL_LINES).alias("tail"),
+        (F.col("tails") & (sec_end - F.col("line_number") < TAIL_LINES)).alias("tail"),
         F.when(F.col("_g._batch"), F.col("_g.line")).alias("owner"),
         F.coalesce(F.col("_g._batch") & F.col("_g._needs"), F.lit(False)).alias("owner_needs_records"),
         "known_prev", (F.col("_any_legacy") == 1).alias("file_has_legacy"),
