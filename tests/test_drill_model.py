@@ -204,6 +204,19 @@ def test_only_the_newest_segments_of_a_partition_folder_mark_their_tails() -> No
     assert wholefile.tail_files(files[:2]) == {1, 2}
 
 
+@pytest.mark.parametrize("read", ["whole", "line-by-line"])
+def test_tail_rows_come_from_the_two_newest_segment_files(spark, tmp_path, monkeypatch, read) -> None:  # type: ignore[no-untyped-def]
+    """The scan marks tails where :func:`tail_files` says, whichever way a file is read: a
+    log of 20 one-offset batches in four segment files of 5 batches (each file shorter
+    than a tail) has its tail rows in the files at 10 and 15 only."""
+    if read == "line-by-line":
+        monkeypatch.setattr(wholefile, "whole_file_limit", lambda _spark: 0)
+    write_partition(tmp_path, "t", 0, {1: Replica([(i, i, 1) for i in range(20)], 20, segments=4)})
+    summaries = load_snapshot(spark, str(tmp_path)).summaries
+    tails = {(r.file.rsplit("/", 1)[1], r.min_base) for r in summaries.filter("tail").collect()}
+    assert tails == {(f"{10 if i < 15 else 15:020d}.log.txt", i) for i in range(10, 20)}
+
+
 def test_the_model_finds_sequence_problems() -> None:
     log = [(0, 1, 1, "a"), (2, 3, 1, "b"), (6, 6, 2, "c"), (5, 8, 2, "d"), (9, 9, 1, "e"), (10, 10, 1, "f")]
     gaps, overlaps, runs = _sequence(log)
