@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from functools import reduce
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from auditor.ingest.discovery import InputFile
-from auditor.ingest.dumps import BATCH_COLUMNS, dedupe_batches, item_spec, pending_batches
+from auditor.ingest.dumps import dedupe_batches, item_spec, pending_batches
 from auditor.materialise import materialise, read_frame_arrow
 from auditor.spark import local_frame, parsing
 from auditor.summarise.digest import aggregate_specs, window_of
@@ -60,11 +61,10 @@ class DumpFiles:
         :data:`BATCHES_DDL` plus ``file_id``."""
         from auditor.summarise.scan import placed_items
 
-        both = pending_batches(placed_items(items, self.sections), self.sections).join(
-            self.files.select("file_id", F.col("rel").alias("file")), "file").select(
-            "file_id", *BATCH_COLUMNS)
-        placed = both.join(self.sections.select("file_id", "sec", "segment_base_offset"),
-                           ["file_id", "sec"], "left")
+        # (each batch keeps its file's id and its section's segment base from the joins that
+        # placed it: joining them again would read every item once more per join)
+        placed = pending_batches(placed_items(items, self.sections), self.sections,
+                                 extra=("file_id", "segment_base_offset"))
         return placed.select(
             "snapshot", "topic", "partition", F.col("broker").alias("replica"), "file", "line_number",
             "segment_base_offset", "base_offset", "last_offset", "epoch", "crc", "record_count", "is_valid",
@@ -149,7 +149,11 @@ def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: 
             items = materialise({"items": source.dumps.items(file_ids)}, work_dir, f"{label}-items")["items"]
         batches = source.dumps.batches_of(items).drop("file_id").select(
             "*", window_of(F.col("base_offset")).alias("win"))
-    chosen = batches.join(wanted_whole, KEY, "left_semi").unionByName(
-        batches.join(wanted_windows, [*KEY, "win"], "left_semi"))
+    # one join for both kinds of wanted rows (a whole replica: no window), so the batches
+    # are built once
+    wanted = wanted_whole.select(*KEY, F.lit(None).cast("bigint").alias("win")).unionByName(wanted_windows)
+    wanted = wanted.select(*[F.col(c).alias(f"w_{c}") for c in [*KEY, "win"]])
+    matches = [F.col(c) == F.col(f"w_{c}") for c in KEY] + [F.col("w_win").isNull() | (F.col("w_win") == F.col("win"))]
+    chosen = batches.join(wanted, reduce(lambda a, b: a & b, matches), "left_semi")
     merged = dedupe_batches(chosen.withColumnRenamed("replica", "broker")).withColumnRenamed("broker", "replica")
     return materialise({"drilled": merged}, work_dir, label)["drilled"]

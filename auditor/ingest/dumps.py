@@ -17,7 +17,7 @@ Kafka releases). The summaries (:mod:`auditor.summarise.scan`) and the drill-dow
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -370,13 +370,14 @@ def item_spec() -> list[tuple[str, Callable[[Column], Column], Column]]:
     ]
 
 
-def pending_batches(items: DataFrame, sections: DataFrame) -> DataFrame:
+def pending_batches(items: DataFrame, sections: DataFrame, extra: Sequence[str] = ()) -> DataFrame:
     """The batches of the pending items (:data:`BATCH_COLUMNS`).
 
     Args:
         items: one row per ``(file, sec, item_kind, item)`` with :func:`item_aggregates` and
             ``rel, snapshot, broker, r_topic, r_partition``.
         sections: ``file_id, sec, segment_base_offset``.
+        extra: also these of ``file_id`` and ``segment_base_offset``.
     """
     key = ["file_id", "sec"]
     lines = items.filter(F.col("item_kind").isin("B", "V"))
@@ -422,7 +423,7 @@ def pending_batches(items: DataFrame, sections: DataFrame) -> DataFrame:
         F.col("epoch").cast(IntegerType()).alias("epoch"), "crc",
         F.coalesce(F.col("count_known"), F.col("last_offset") - F.col("base_offset") + 1).cast(LongType())
         .alias("record_count"),
-        "is_valid", "is_control", "is_transactional", "magic", "origin",
+        "is_valid", "is_control", "is_transactional", "magic", "origin", *extra,
     )
 
 
