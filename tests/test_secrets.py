@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from auditor.ingest.dump_grammar import _CONTENT_WORDS
+from auditor.ingest import dump_grammar
+from auditor.ingest.dump_grammar import _CONTENT_GUARDS, _CONTENT_WORDS
 from auditor.sinks.schemas import OUTPUT_TABLES
 from tests.conftest import DUMPS, checkpoint, write
 from tests.test_dump_formats import CASES
@@ -108,3 +109,25 @@ def test_no_planted_token_reaches_any_output(tmp_path: Path) -> None:
     errors = DeltaTable(str(out / "parse_errors")).to_pyarrow_table().to_pylist()
     assert len(errors) >= 3 and any("unrecognised line" in e["error"] for e in errors)
     assert "TOKEN" not in " ".join(texts.values())
+
+
+def test_every_content_word_holds_a_guard() -> None:
+    """The substring searches that spare most lines the payload cut's regular expression
+    must find every word the cut cuts at: a line holding none of them is never cut."""
+    assert all(any(g in w for g in _CONTENT_GUARDS) for w in _CONTENT_WORDS)
+
+
+def test_the_guarded_cut_cuts_as_the_regular_expression(spark) -> None:  # type: ignore[no-untyped-def]
+    from pyspark.sql import functions as F
+
+    batch = ("baseOffset: 0 lastOffset: 2 count: 3 partitionLeaderEpoch: 5 isControl: false "
+             "deleteHorizonMs: OptionalLong.empty CreateTime: 1 crc: 7 isvalid: true")
+    lines = [batch, f"{batch} key: a payload: b", f"| offset: 3 headerKeys: [] key: {TOKEN}",
+             "| offset: 4 endTxnMarker: COMMIT coordinatorEpoch: 0", "| offset: 5 controlType: ABORT(0)",
+             "| offset: 6 LeaderChange: {x}", "| offset: 7 SnapshotHeader {x}", "| offset: 8 KRaftVoters {x}",
+             "offset: 9 position: 0 keysize: 1 valuesize: 1 payloadsize: 1 payload: z", "Type: no cut", ""]
+    df = spark.createDataFrame([(x,) for x in lines], "t string")
+    got = df.select(dump_grammar.metadata_part(F.col("t")).alias("m"),
+                    F.regexp_replace("t", dump_grammar._CONTENT_CUT, "").alias("want")).collect()
+    assert [r.m for r in got] == [r.want for r in got]
+    assert got[0].m == batch and got[1].m == batch and TOKEN not in got[2].m

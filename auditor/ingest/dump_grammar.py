@@ -38,6 +38,13 @@ INT = r"-?\d+"
 _CONTENT_WORDS = ("key:", "payload:", "headerKeys:", "endTxnMarker:", "controlType:", "LeaderChange:",
                   "SnapshotHeader", "SnapshotFooter", "KRaftVersion", "KRaftVoters")
 
+#: Substrings of those words, each starting with a byte that batch lines rarely hold: a
+#: line holding none of them holds none of the words (tested). Spark's ``contains`` compares
+#: the whole needle only where its first byte matches, so searching these is a scan per
+#: word where searching the words themselves (``endTxnMarker:`` at every ``e``) cost a
+#: fifth of the scan's time.
+_CONTENT_GUARDS = ("y:", "yload:", "K", "xnMarker:", "Type:", "Change:", "Header", "Footer")
+
 _CONTENT_CUT = r"(?:^|\s)(?:" + "|".join(
     re.escape(w) if w.endswith(":") else rf"{re.escape(w)}\b" for w in _CONTENT_WORDS) + r").*$"
 
@@ -75,10 +82,10 @@ def stripped(text: Column) -> Column:
 def metadata_part(line: Column) -> Column:
     """The line cut before its first key, payload, header-keys or control-record field.
 
-    Most lines hold none of those words: a few plain substring searches spare them the
-    regular expression.
+    Most lines hold none of those words: a few plain substring searches
+    (:data:`_CONTENT_GUARDS`) spare them the regular expression.
     """
-    maybe = reduce(lambda a, b: a | b, [line.contains(w) for w in _CONTENT_WORDS])
+    maybe = reduce(lambda a, b: a | b, [line.contains(w) for w in _CONTENT_GUARDS])
     return F.when(maybe, F.regexp_replace(line, _CONTENT_CUT, "")).otherwise(line)
 
 

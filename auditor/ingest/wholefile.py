@@ -219,7 +219,9 @@ def _repeat_with_tail(code: Column, count: Column, tails: Column) -> Column:
 def _whole_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]], tails: frozenset[int]) -> DataFrame:
     raw = spark.read.format("binaryFile").load([f.path for _, f in files])
     text = F.col("content").cast(StringType())
-    pieces = F.when(F.instr(text, "\r") > 0, F.split(text, r"\r\n|\r|\n", -1)).otherwise(F.split(text, "\n", -1))
+    # (``contains``, not ``instr``: Spark's ``instr`` compares the whole needle at every
+    # position of the file; ``contains`` only where its first byte matches)
+    pieces = F.when(text.contains("\r"), F.split(text, r"\r\n|\r|\n", -1)).otherwise(F.split(text, "\n", -1))
     # each row is a whole file: its id and folder come from one broadcast lookup, so no
     # file's text leaves the task that read it
     rows = with_file_ids(spark, raw, files, raw.select(F.col("_metadata.file_path").alias("uri"), pieces.alias("p")),
