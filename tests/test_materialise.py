@@ -123,3 +123,21 @@ def test_whole_file_lines_match_the_line_reader(spark, tmp_path: Path, small_inp
     assert whole == by_line
     assert len(whole) == 0 + 1 + 1 + 1 + 4 + 3 + 2 + 2 + 2100
     assert [r for r in whole if r[0] == 14] == [(14, 1, "a"), (14, 2, "b"), (14, 3, "c"), (14, 4, "")]
+
+
+def test_many_paths_reach_the_jvm_in_one_call_with_spark_s_own_spelling(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The file list handed to a reader and read back from it (``load_paths``,
+    ``input_files``) is the one PySpark's own calls give, odd characters included; a path
+    with a line break takes PySpark's way."""
+    from auditor.ingest.lines import input_files, load_paths
+
+    names = ["plain.txt", "a b.txt", "x+y%z.txt", "ünï.txt", "semi;colon,comma.txt", "line\nbreak.txt"]
+    paths = []
+    for name in names:
+        (tmp_path / name).write_text(f"{name}\n", encoding="utf-8")
+        paths.append(str(tmp_path / name))
+    for chosen in (paths[:-1], paths):
+        ours = load_paths(spark.read.format("binaryFile"), chosen)
+        theirs = spark.read.format("binaryFile").load(chosen)
+        assert sorted(input_files(ours)) == sorted(theirs.inputFiles())
+        assert len(input_files(ours)) == len(chosen) == ours.count()

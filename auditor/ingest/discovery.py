@@ -126,8 +126,11 @@ def discover(root: str | os.PathLike[str], default_snapshot: datetime,
     broker_dirs = [e for e in entries if e.is_dir() and BROKER_DIR.match(e.name)]
     roots = snapshot_roots(base, entries, BROKER_DIR, "broker=", snapshot_label, default_snapshot)
     result = Discovery(root=str(base), snapshots=[instant for instant, _ in roots])
+    # walked from its absolute path: every path below it is then absolute, and a relative
+    # path is a slice (:func:`_rel`), not ``os.path.relpath``'s two ``abspath`` calls
+    absolute = Path(os.path.abspath(base))
     for instant, folder in roots:
-        _walk_snapshot(result, base, folder, instant)
+        _walk_snapshot(result, absolute, Path(os.path.abspath(folder)), instant)
 
     if not any(f.broker is not None for f in result.files) and not any(
         p.broker is not None for p in result.problems
@@ -194,15 +197,22 @@ def _has_broker_dir(base: Path, snap_dirs: list[os.DirEntry[str]],
     return False
 
 
+def _rel(path: str | os.PathLike[str], base: Path) -> str:
+    """``os.path.relpath(path, base)`` for an absolute ``path`` under the absolute ``base``
+    (at 300,000 files, relpath's ``abspath`` and ``getcwd`` calls were seconds)."""
+    text, prefix = os.fspath(path), os.path.join(os.fspath(base), "")
+    return text[len(prefix):] if text.startswith(prefix) and len(text) > len(prefix) else os.path.relpath(text, base)
+
+
 def _walk_snapshot(result: Discovery, base: Path, snap_root: Path, instant: datetime) -> None:
     try:
         entries = sorted(os.scandir(snap_root), key=lambda e: e.name)
     except OSError as exc:
-        result.problems.append(FileProblem(os.path.relpath(snap_root, base), instant, None,
+        result.problems.append(FileProblem(_rel(snap_root, base), instant, None,
                                            f"folder cannot be read: {exc.strerror or exc}"))
         return
     for entry in entries:
-        rel = os.path.relpath(entry.path, base)
+        rel = _rel(entry.path, base)
         if entry.is_dir():
             m = BROKER_DIR.match(entry.name)
             if m is None:
@@ -233,14 +243,14 @@ def _walk_broker(result: Discovery, base: Path, broker_root: Path, instant: date
             st = os.stat(folder)
             if (st.st_dev, st.st_ino) in seen:
                 result.problems.append(FileProblem(
-                    os.path.relpath(folder, base), instant, broker,
+                    _rel(folder, base), instant, broker,
                     "folder links to a folder already read (a symlink loop?): not read again"))
                 continue
             seen.add((st.st_dev, st.st_ino))
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
         except OSError as exc:
             result.problems.append(FileProblem(
-                os.path.relpath(folder, base), instant, broker,
+                _rel(folder, base), instant, broker,
                 f"folder cannot be read: {exc.strerror or exc}"))
             continue
         files = [e for e in entries if not e.is_dir()]
@@ -249,7 +259,7 @@ def _walk_broker(result: Discovery, base: Path, broker_root: Path, instant: date
         is_partition = m is not None and any(
             e.name.endswith(DUMP_SUFFIXES) or e.name == LEADER_EPOCH
             or (kraft and _kraft_kind(e.name) is not None) for e in files)
-        log_dir = os.path.relpath(folder.parent if is_partition else folder, base)
+        log_dir = _rel(folder.parent if is_partition else folder, base)
         for e in files:
             kind = _classify_file(e.name, is_partition, kraft)
             if kind is None:
@@ -306,7 +316,7 @@ def _skip_reason(name: str) -> str:
 def _add_file(result: Discovery, base: Path, entry: os.DirEntry[str], kind: str,
               instant: datetime, broker: int | None, log_dir: str | None,
               topic: str | None, partition: int | None) -> None:
-    rel = os.path.relpath(entry.path, base)
+    rel = _rel(entry.path, base)
     try:
         st = entry.stat()  # follows a symlink: a dangling one cannot be read
     except OSError as exc:
@@ -321,5 +331,5 @@ def _add_file(result: Discovery, base: Path, entry: os.DirEntry[str], kind: str,
         return
     size = st.st_size
     result.files.append(InputFile(
-        path=os.path.abspath(entry.path), rel=rel, kind=kind, snapshot=instant, broker=broker,
+        path=entry.path, rel=rel, kind=kind, snapshot=instant, broker=broker,
         log_dir=log_dir, topic=topic, partition=partition, size=size))

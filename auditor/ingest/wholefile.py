@@ -42,7 +42,7 @@ from pyspark.sql.types import IntegerType, LongType, StringType
 
 from auditor.ingest import dump_grammar as g
 from auditor.ingest.discovery import InputFile
-from auditor.ingest.lines import read_text_lines, with_file_ids
+from auditor.ingest.lines import load_paths, read_text_lines, with_file_ids
 from auditor.spark import local_frame
 
 #: Columns of :func:`read_dump_lines`.
@@ -217,7 +217,7 @@ def _repeat_with_tail(code: Column, count: Column, tails: Column) -> Column:
 
 
 def _whole_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]], tails: frozenset[int]) -> DataFrame:
-    raw = spark.read.format("binaryFile").load([f.path for _, f in files])
+    raw = load_paths(spark.read.format("binaryFile"), [f.path for _, f in files])
     text = F.col("content").cast(StringType())
     # (``contains``, not ``instr``: Spark's ``instr`` compares the whole needle at every
     # position of the file; ``contains`` only where its first byte matches)
