@@ -97,9 +97,9 @@ def load_paths(reader: DataFrameReader, paths: Sequence[str]) -> DataFrame:
     """``reader.load(paths)``, the path list handed to the JVM in one call.
 
     PySpark builds the JVM's list of paths one element at a time, a py4j round trip per
-    path: for 30,000 dump files and as many checkpoint files, ~5 s of the ~18 s a 10M-line
-    audit spent before its first Spark job. Here the paths travel as one string, split in
-    the JVM. (PySpark's own conversion is used when a path holds a line break.)
+    path (with :func:`input_files`, ~3.4 s of the 18.5 s a 10M-line audit of 60,000 files
+    spent before its first Spark job). Here the paths travel as one string, split in the
+    JVM. (PySpark's own conversion is used when a path holds a line break.)
     """
     if not paths or any("\n" in p for p in paths):
         return reader.load(list(paths))
