@@ -6,9 +6,10 @@ segment), a batch rewritten with other content or in a lower epoch (a regression
 are made 4 offsets wide and a section's tail 2 lines, so one history spans many windows:
 some windows equal, some different, differences at window edges, followers lagging by more
 and by less than the tail. Each replica's log is dumped as 1 to 4 segment files, and only
-the newest two mark their tails, so a lag may also reach past the tails. Every value the engine derives from summaries or from drilled
-batches (divergence, truncation, records removed, counts, lineage, gaps, overlaps,
-regressions, ISR completeness) must equal the model's.
+the newest two mark their tails, so a lag may also reach past the tails. Every value the
+engine derives from summaries or from drilled batches (divergence, truncation, records
+removed, counts, lineage, gaps, overlaps, regressions, ISR completeness) must equal the
+model's.
 """
 
 from __future__ import annotations
