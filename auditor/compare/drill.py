@@ -99,12 +99,21 @@ def merged_batches(dumps: DumpFiles, items: DataFrame) -> DataFrame:
     return dedupe_batches(batches).withColumnRenamed("broker", "replica")
 
 
+def _wanted(rows: DataFrame, whole: DataFrame, windows: DataFrame) -> DataFrame:
+    """The ``rows`` (``KEY, win``, ...) of the replicas in ``whole`` or the windows in
+    ``windows``: one join, a null window standing for a whole replica, so ``rows`` are
+    read (and, for batches, built) once."""
+    wanted = whole.select(*KEY, F.lit(None).cast("bigint").alias("win")).unionByName(windows.select(*KEY, "win"))
+    wanted = wanted.distinct().select(*[F.col(c).alias(f"w_{c}") for c in [*KEY, "win"]])
+    matches = [F.col(c) == F.col(f"w_{c}") for c in KEY] + [F.col("w_win").isNull() | (F.col("w_win") == F.col("win"))]
+    return rows.join(wanted, reduce(lambda a, b: a & b, matches), "left_semi")
+
+
 def drill_files(summaries: DataFrame, whole: DataFrame, windows: DataFrame) -> DataFrame:
     """``file_id`` of the dump files that hold the batches :func:`drill` wants (arguments as
     there), each once. Computed in an earlier cut point's job and read back with
     :func:`stored_file_ids`, the list costs no job of its own."""
-    hits = summaries.join(whole.select(*KEY).distinct(), KEY, "left_semi").select("file_id").unionByName(
-        summaries.join(windows.select(*KEY, "win").distinct(), [*KEY, "win"], "left_semi").select("file_id"))
+    hits = _wanted(summaries, whole, windows).select("file_id")
     return hits.filter(F.col("file_id").isNotNull()).distinct()
 
 
@@ -133,8 +142,6 @@ def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: 
         The batches (:data:`DRILLED_DDL`), repeated batches of a replica merged.
     """
     spark = summaries.sparkSession
-    wanted_whole = whole.select(*KEY).distinct()
-    wanted_windows = windows.select(*KEY, "win").distinct()
     if source.stored is not None:  # stored: tables, etcd, a small input's scan
         batches = source.stored.select("*", window_of(F.col("base_offset")).alias("win"))
     else:
@@ -149,11 +156,5 @@ def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: 
             items = materialise({"items": source.dumps.items(file_ids)}, work_dir, f"{label}-items")["items"]
         batches = source.dumps.batches_of(items).drop("file_id").select(
             "*", window_of(F.col("base_offset")).alias("win"))
-    # one join for both kinds of wanted rows (a whole replica: no window), so the batches
-    # are built once
-    wanted = wanted_whole.select(*KEY, F.lit(None).cast("bigint").alias("win")).unionByName(wanted_windows)
-    wanted = wanted.select(*[F.col(c).alias(f"w_{c}") for c in [*KEY, "win"]])
-    matches = [F.col(c) == F.col(f"w_{c}") for c in KEY] + [F.col("w_win").isNull() | (F.col("w_win") == F.col("win"))]
-    chosen = batches.join(wanted, reduce(lambda a, b: a & b, matches), "left_semi")
-    merged = dedupe_batches(chosen.withColumnRenamed("replica", "broker")).withColumnRenamed("broker", "replica")
+    merged = dedupe_batches(_wanted(batches, whole, windows).withColumnRenamed("replica", "broker")).withColumnRenamed("broker", "replica")
     return materialise({"drilled": merged}, work_dir, label)["drilled"]
