@@ -95,6 +95,15 @@ def read_frame(spark: SparkSession, work_dir: str, label: str, name: str, schema
     return one_partition(spark.read.schema(wrapped).parquet(path).select(f"`{name}`.*"))
 
 
+def stored_rows(work_dir: str, label: str, name: str) -> int:
+    """How many rows frame ``name`` of a stored cut point holds (from its files' footers)."""
+    path = frame_dir(work_dir, label, name)
+    if not os.path.isdir(path):
+        return 0
+    return sum(pq.ParquetFile(os.path.join(path, f)).metadata.num_rows
+               for f in os.listdir(path) if f.endswith(".parquet"))
+
+
 def stream_frame_arrow(work_dir: str, label: str, name: str) -> pa.RecordBatchReader | None:
     """Frame ``name`` of a stored cut point as Arrow batches read one at a time (memory
     bounded by a row group, whatever the frame's size); None when it had no rows."""

@@ -27,7 +27,9 @@ from auditor import audit, load_snapshot
 from auditor.ingest import snapshot as snapshot_module
 from auditor.ingest import wholefile
 from auditor.ingest.discovery import InputFile
+from auditor import spark as spark_module
 from auditor.simulator.kafka_text import PartitionMeta
+from auditor.spark import replica_sized
 from auditor.summarise import digest
 from tests import reference as ref
 from tests.conftest import large_input
@@ -140,10 +142,17 @@ CHECKS = ("OFFSET_GAP", "OFFSET_OVERLAP", "EPOCH_REGRESSION", "ISR_INCOMPLETE")
 @pytest.mark.parametrize("batches_in_scan", [True, False], ids=["batches-in-scan", "files-read-again"])
 def test_summaries_and_drill_down_match_the_model(spark, tmp_path_factory, monkeypatch, batches_in_scan, ds) -> None:  # type: ignore[no-untyped-def]
     """Both ways a drill-down gets its batches: from the scan's rows (a small input) and by
-    reading the files that hold them again (a large one)."""
+    reading the files that hold them again (a large one, whose drilled batches are then
+    handled as log-sized)."""
     input_size = _batches_in_scan(spark, monkeypatch, batches_in_scan)
     monkeypatch.setattr(digest, "WINDOW_BITS", 2)
     monkeypatch.setattr(wholefile, "TAIL_LINES", 2)
+    # Files read again: the work after the scan runs as a large input's does (replica-sized
+    # settings), and every drilled batch counts as log-sized, so it runs spread out
+    # (auditor.spark.spread_out) from the drill-down on.
+    spread = contextlib.nullcontext() if batches_in_scan else replica_sized(spark, 3 * len(ds))
+    if not batches_in_scan:
+        monkeypatch.setattr(spark_module, "LOG_SIZED_ROWS", 0)
     root = tmp_path_factory.mktemp("drill")
     for i, d in enumerate(ds):
         # a repeated batch is printed by a second dump of the replica's segment
@@ -160,7 +169,7 @@ def test_summaries_and_drill_down_match_the_model(spark, tmp_path_factory, monke
                 (folder / ("again-" + original.name)).write_text(original.read_text())
     write_describe(root, {f"h{i}": [PartitionMeta(0, d.history.leader, tuple(d.logs), tuple(d.logs))]
                           for i, d in enumerate(ds)})
-    with input_size:
+    with input_size, spread:
         tables = audit(load_snapshot(spark, str(root)), "epoch", run_id="drill")
     rs = {(r.topic, r.replica): r for r in tables["replica_status"].collect()}
     lineage: dict[tuple[str, int], list] = {}  # type: ignore[type-arg]

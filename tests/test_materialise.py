@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from auditor.materialise import materialise, read_frame_arrow
+from auditor.materialise import materialise, read_frame_arrow, stored_rows
 from auditor.run import is_small_input
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -35,6 +35,39 @@ def test_frames_of_one_cut_point_come_back_unchanged(spark, tmp_path: Path) -> N
         {"snapshot": T0, "topic": "t", "partition": 0, "replica": 1, "base_offset": 0, "last_offset": 9, "crc": None},
         {"snapshot": T0, "topic": "t", "partition": 0, "replica": 2, "base_offset": 10, "last_offset": 19, "crc": 7}]
     assert read_frame_arrow(str(tmp_path), "cut", "empty") is None
+    assert [stored_rows(str(tmp_path), "cut", n) for n in ("batches", "errors", "empty")] == [2, 1, 0]
+
+
+@pytest.mark.spark
+def test_log_sized_work_after_the_scan_is_spread_over_the_cores(spark) -> None:  # type: ignore[no-untyped-def]
+    """Inside ``replica_sized`` (one shuffle partition, frames in one partition, no generated
+    code), ``spread_out`` puts back the session's own settings for a block over more than
+    ``LOG_SIZED_ROWS`` rows, and only for such a block."""
+    from auditor.spark import LOG_SIZED_ROWS, one_partition, replica_sized, spread_out
+
+    conf = spark.conf
+    own = {k: conf.get(k) for k in ("spark.sql.shuffle.partitions", "spark.sql.codegen.wholeStage")}
+    conf.set("spark.sql.codegen.wholeStage", "true")
+    try:
+        df = spark.range(0, 100, 1, 2)
+        with replica_sized(spark, 10):
+            assert conf.get("spark.sql.shuffle.partitions") == "1"
+            assert conf.get("spark.sql.codegen.wholeStage") == "false"
+            assert one_partition(df).rdd.getNumPartitions() == 1
+            with spread_out(spark, LOG_SIZED_ROWS):
+                assert conf.get("spark.sql.shuffle.partitions") == "1"
+                assert one_partition(df).rdd.getNumPartitions() == 1
+            with spread_out(spark, LOG_SIZED_ROWS + 1):
+                assert conf.get("spark.sql.shuffle.partitions") == own["spark.sql.shuffle.partitions"]
+                assert conf.get("spark.sql.codegen.wholeStage") == "true"
+                assert one_partition(df).rdd.getNumPartitions() == 2
+            assert conf.get("spark.sql.shuffle.partitions") == "1"
+            assert one_partition(df).rdd.getNumPartitions() == 1
+        with spread_out(spark, LOG_SIZED_ROWS + 1):  # outside replica_sized: nothing changes
+            assert conf.get("spark.sql.codegen.wholeStage") == "true"
+            assert conf.get("spark.sql.shuffle.partitions") == own["spark.sql.shuffle.partitions"]
+    finally:
+        conf.set("spark.sql.codegen.wholeStage", own["spark.sql.codegen.wholeStage"])
 
 
 def test_small_input_is_measured_by_bytes(tmp_path: Path) -> None:

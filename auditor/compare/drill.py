@@ -17,8 +17,8 @@ from pyspark.sql import functions as F
 
 from auditor.ingest.discovery import InputFile
 from auditor.ingest.dumps import dedupe_batches, item_spec, pending_batches
-from auditor.materialise import materialise, read_frame_arrow
-from auditor.spark import local_frame, parsing
+from auditor.materialise import materialise, read_frame, read_frame_arrow, stored_rows
+from auditor.spark import local_frame, parsing, spread_out
 from auditor.summarise.digest import aggregate_specs, window_of
 
 KEY = ["snapshot", "topic", "partition", "replica"]
@@ -154,7 +154,15 @@ def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: 
         # and merging their batches reads what it stored
         with parsing(spark):
             items = materialise({"items": source.dumps.items(file_ids)}, work_dir, f"{label}-items")["items"]
-        batches = source.dumps.batches_of(items).drop("file_id").select(
-            "*", window_of(F.col("base_offset")).alias("win"))
+        rows = stored_rows(work_dir, f"{label}-items", "items")
+        with spread_out(spark, rows):
+            items = read_frame(spark, work_dir, f"{label}-items", "items", items.schema)
+            batches = source.dumps.batches_of(items).drop("file_id").select(
+                "*", window_of(F.col("base_offset")).alias("win"))
+            return _merged(batches, whole, windows, work_dir, label)
+    return _merged(batches, whole, windows, work_dir, label)
+
+
+def _merged(batches: DataFrame, whole: DataFrame, windows: DataFrame, work_dir: str, label: str) -> DataFrame:
     merged = dedupe_batches(_wanted(batches, whole, windows).withColumnRenamed("replica", "broker")).withColumnRenamed("broker", "replica")
     return materialise({"drilled": merged}, work_dir, label)["drilled"]

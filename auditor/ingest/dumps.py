@@ -86,9 +86,12 @@ def classified_lines(lines: DataFrame, files: DataFrame, all_fields: bool = Fals
             data_field(g.field_long, "crc").alias("f_crc"),
             data_field(g.field_bool, "isvalid", "isValid").alias("f_valid"),
             # the fields only whole batches need, read without generated code (see above)
-            F.when(data_kind & (F.lit(all_fields) | ~kind.isin("batch_v2", *g.RECORD_KINDS)
-                                | F.coalesce(F.col("owner_needs_records"), F.col("file_has_legacy"), F.lit(False))),
-                   interpreted(fields, _extra_fields)).alias("_extra"),
+            # (when every line needs them, compiled: the drill-down's items, 28% less task
+            # time at 10M lines)
+            (F.when(data_kind, _extra_fields(fields)) if all_fields else
+             F.when(data_kind & (~kind.isin("batch_v2", *g.RECORD_KINDS)
+                                 | F.coalesce(F.col("owner_needs_records"), F.col("file_has_legacy"), F.lit(False))),
+                    interpreted(fields, _extra_fields))).alias("_extra"),
             F.when(kind.isin(*g.RECORD_KINDS, *g.REBUILT_KINDS, "batch_legacy"),
                    F.regexp_extract(t, r"^\|?\s*offset: (-?\d+)", 1)).alias("_off"),
             F.when(kind.isin("segment_start", "invalid_bytes"),
