@@ -316,7 +316,8 @@ def audit(
     wanted = wanted_of(needs["verdicts"], needs["probed"])
     second = drill(snapshot.source, summaries, later, wanted, work_dir, f"{label}-drill-2", file_ids=second_files)
     # Drilled batches of many replicas (a wide divergence, many irregular logs) are log-sized:
-    # the work over them runs over the session's cores, not in one partition.
+    # the cut that joins them with the pairs and rebuilds whole logs runs over the session's
+    # cores, not in one partition (the cuts after it read what it stored: replica-sized).
     drilled_rows = sum(stored_rows(work_dir, f"{label}-drill-{k}", "drilled") for k in (1, 2))
     with spread_out(summaries.sparkSession, drilled_rows):
         drilled = union_all([first, second])
@@ -340,60 +341,60 @@ def audit(
             counts=whole.groupBy(*KEY).agg(F.count(F.lit(1)).cast("bigint").alias("batch_count"),
                                            F.sum("record_count").cast("bigint").alias("record_count")),
             seg_ends=segment_ends(summaries, snapshot.sections))
-        rebuilt, log_lineage = per_log["rebuilt"], per_log["log_lineage"]
-        verdicts = _cut(verdicts=follower_verdicts(
-            pairs, drilled, per_log["trunc"], per_log["compared"], answers=answers, windows=windows,
-            read_windows=read_windows, kraft=kraft is not None, protocol=chosen))["verdicts"]
-        over_time = over_time_findings(current, compared["previous"], facts, log_lineage, history)
-        usable_checkpoint = snapshot.epoch_cache.join(
-            snapshot.replicas.filter(F.col("epoch_file_usable")).select(*KEY), KEY)
-        raw_findings = union_all([
-            replica_checks.batch_sequence_checks(whole, scope),
-            replica_checks.corrupt_batches(whole, snapshot.segments, per_log["seg_ends"]),
-            replica_checks.hwm_above_leo(facts),
-            replica_checks.epoch_cache_mismatches(
-                usable_checkpoint.join(facts.filter(~F.col("epochless")).select(*KEY), KEY), rebuilt, facts, scope),
-            replica_checks.missing_inputs(facts, snapshot.format != "kafka"),
-            pair_findings(verdicts, chosen),
-            *([kraft_findings(kraft, facts.filter(in_kraft))] if kraft is not None else []),
-            replica_checks.compacted_cache_disagreements(pairs, cache),
-            isr_incomplete(facts, drilled, scope, differing, answers),
-            partition_findings(leaders, facts),
-            metadata_conflicts(snapshot.metadata),
-            over_time.findings.filter(~in_kraft),  # SPEC 4.7: not for the metadata log
-            *([replica_checks.unreadable_wal(snapshot.wal_problems)] if snapshot.wal_problems is not None else []),
-        ])
-        all_findings = _cut(findings=with_identity(apply_policy(
-            raw_findings.join(leaders.select(*PARTITION, "leader"), PARTITION, "left"), config),
-            cluster, over_time.previous, over_time.p_days, history))["findings"]
+    rebuilt, log_lineage = per_log["rebuilt"], per_log["log_lineage"]
+    verdicts = _cut(verdicts=follower_verdicts(
+        pairs, drilled, per_log["trunc"], per_log["compared"], answers=answers, windows=windows,
+        read_windows=read_windows, kraft=kraft is not None, protocol=chosen))["verdicts"]
+    over_time = over_time_findings(current, compared["previous"], facts, log_lineage, history)
+    usable_checkpoint = snapshot.epoch_cache.join(
+        snapshot.replicas.filter(F.col("epoch_file_usable")).select(*KEY), KEY)
+    raw_findings = union_all([
+        replica_checks.batch_sequence_checks(whole, scope),
+        replica_checks.corrupt_batches(whole, snapshot.segments, per_log["seg_ends"]),
+        replica_checks.hwm_above_leo(facts),
+        replica_checks.epoch_cache_mismatches(
+            usable_checkpoint.join(facts.filter(~F.col("epochless")).select(*KEY), KEY), rebuilt, facts, scope),
+        replica_checks.missing_inputs(facts, snapshot.format != "kafka"),
+        pair_findings(verdicts, chosen),
+        *([kraft_findings(kraft, facts.filter(in_kraft))] if kraft is not None else []),
+        replica_checks.compacted_cache_disagreements(pairs, cache),
+        isr_incomplete(facts, drilled, scope, differing, answers),
+        partition_findings(leaders, facts),
+        metadata_conflicts(snapshot.metadata),
+        over_time.findings.filter(~in_kraft),  # SPEC 4.7: not for the metadata log
+        *([replica_checks.unreadable_wal(snapshot.wal_problems)] if snapshot.wal_problems is not None else []),
+    ])
+    all_findings = _cut(findings=with_identity(apply_policy(
+        raw_findings.join(leaders.select(*PARTITION, "leader"), PARTITION, "left"), config),
+        cluster, over_time.previous, over_time.p_days, history))["findings"]
 
-        follower_rows = verdicts.select(
-            *KEY, "divergence_offset", "truncation_offset", "truncation_rounds",
-            F.when(F.col("evaluated") & ~F.col("missing_hwm"), F.coalesce(F.col("removed_records"), F.lit(0)))
-            .alias("records_to_truncate"),
-            follower_status(verdicts).alias("follower_status"))
-        counted = per_log["counts"].select(*KEY, F.col("batch_count").alias("_bc"), F.col("record_count").alias("_rc"))
-        replica_rows = facts.join(follower_rows, KEY, "left").join(counted, KEY, "left").select(
-            *[c for c in facts.columns if c not in ("batch_count", "record_count", "high_watermark")],
-            F.when(~in_kraft, F.col("high_watermark")).alias("high_watermark"),
-            *[c for c in follower_rows.columns if c not in KEY],
-            F.coalesce(F.col("_bc"), F.col("batch_count")).alias("batch_count"),
-            F.coalesce(F.col("_rc"), F.col("record_count")).alias("record_count"),
-            F.when(F.col("role") == "leader", "leader")
-            .when(F.col("role") == "follower", F.coalesce(F.col("follower_status"), F.lit("unknown")))
-            .otherwise("unknown").alias("status"))
-        epoch_lineage = union_all([log_lineage.withColumn("source", F.lit("log")),
-                                   lineage.checkpoint_lineage(cache).withColumn("source", F.lit("checkpoint"))])
-        tables = {
-            "parse_errors": snapshot.parse_errors,
-            "epoch_lineage": epoch_lineage,
-            "replica_status": replica_rows,
-            "partition_status": status.partition_status(facts, leaders, all_findings, committed),
-            "findings": all_findings,
-        }
-        return {
-            name: conform(with_run_columns(df.drop("run_id", "cluster", "audit_time", "day"),
-                                           run_id, cluster, audit_time),
-                          schemas.OUTPUT_TABLES[name])
-            for name, df in tables.items()
-        }
+    follower_rows = verdicts.select(
+        *KEY, "divergence_offset", "truncation_offset", "truncation_rounds",
+        F.when(F.col("evaluated") & ~F.col("missing_hwm"), F.coalesce(F.col("removed_records"), F.lit(0)))
+        .alias("records_to_truncate"),
+        follower_status(verdicts).alias("follower_status"))
+    counted = per_log["counts"].select(*KEY, F.col("batch_count").alias("_bc"), F.col("record_count").alias("_rc"))
+    replica_rows = facts.join(follower_rows, KEY, "left").join(counted, KEY, "left").select(
+        *[c for c in facts.columns if c not in ("batch_count", "record_count", "high_watermark")],
+        F.when(~in_kraft, F.col("high_watermark")).alias("high_watermark"),
+        *[c for c in follower_rows.columns if c not in KEY],
+        F.coalesce(F.col("_bc"), F.col("batch_count")).alias("batch_count"),
+        F.coalesce(F.col("_rc"), F.col("record_count")).alias("record_count"),
+        F.when(F.col("role") == "leader", "leader")
+        .when(F.col("role") == "follower", F.coalesce(F.col("follower_status"), F.lit("unknown")))
+        .otherwise("unknown").alias("status"))
+    epoch_lineage = union_all([log_lineage.withColumn("source", F.lit("log")),
+                               lineage.checkpoint_lineage(cache).withColumn("source", F.lit("checkpoint"))])
+    tables = {
+        "parse_errors": snapshot.parse_errors,
+        "epoch_lineage": epoch_lineage,
+        "replica_status": replica_rows,
+        "partition_status": status.partition_status(facts, leaders, all_findings, committed),
+        "findings": all_findings,
+    }
+    return {
+        name: conform(with_run_columns(df.drop("run_id", "cluster", "audit_time", "day"),
+                                       run_id, cluster, audit_time),
+                      schemas.OUTPUT_TABLES[name])
+        for name, df in tables.items()
+    }
