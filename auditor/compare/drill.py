@@ -154,6 +154,9 @@ def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: 
         # and merging their batches reads what it stored
         with parsing(spark):
             items = materialise({"items": source.dumps.items(file_ids)}, work_dir, f"{label}-items")["items"]
+        # the batches are built from the stored items over the session's cores when they
+        # are log-sized (a wide divergence), else in one partition: the items are read back
+        # inside that block for it
         rows = stored_rows(work_dir, f"{label}-items", "items")
         with spread_out(spark, rows):
             items = read_frame(spark, work_dir, f"{label}-items", "items", items.schema)
