@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from auditor import audit, load_snapshot
+from auditor import spark as spark_module
 from auditor.ingest import snapshot as snapshot_module
 from auditor.ingest import wholefile
 from auditor.ingest.discovery import InputFile
-from auditor import spark as spark_module
 from auditor.simulator.kafka_text import PartitionMeta
 from auditor.spark import replica_sized
 from auditor.summarise import digest
