@@ -430,16 +430,11 @@ def spread_out(spark: SparkSession, rows: int) -> Iterator[None]:
     (or many irregular logs) makes them log-sized: 800,000 batches at 10M lines with one
     partition in 20 diverged, which one interpreted task took 11.5 s to build and the cut
     after them 8.3 s to join (4.4 s and 7.0 s spread out, measured in-process)."""
-    before = _PARSE_CONF.get()
-    if before is None or rows <= LOG_SIZED_ROWS:
+    if rows <= LOG_SIZED_ROWS:
         yield
         return
-    one = _ONE_PARTITION.set(False)
-    try:
-        with session_conf(spark, before):
-            yield
-    finally:
-        _ONE_PARTITION.reset(one)
+    with parsing(spark):
+        yield
 
 
 @contextlib.contextmanager
