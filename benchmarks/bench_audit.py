@@ -3,6 +3,7 @@ a plain single-threaded Python script, at several input sizes. One JSON line per
 
     .venv/bin/python benchmarks/bench_audit.py [--sizes 1M,3M,10M] [--workdir DIR]
         [--layout per-segment|per-broker] [--no-healthy] [--fixed] [--mix] [--no-kraft] [--keep]
+        [--event-log DIR]
 
 Each size is a number of batch lines in an ``auditor simulate`` snapshot: 3 replicas per
 partition, 333 batches per replica, one partition in 20 diverged by an unclean election
@@ -35,6 +36,11 @@ after the other:
   no KRaft quorum (``--kraft-controllers 0``; the other snapshots have ``simulate``'s
   3-controller quorum, whose metadata log every broker holds too), and ``kraft_over_none``;
 - ratios: ``audit_over_floor``, ``audit_over_python`` (below 1: the audit is faster).
+
+With ``--event-log DIR`` every audit also writes Spark's event log (uncompressed) to
+``DIR/<label>`` (``1M``, ``1M-healthy``, ...): ``benchmarks/event_log.py DIR/1M`` shows its
+jobs on a timeline, the driver's time between them and the busiest stages. Writing the log
+costs the audit a little: compare timings of runs made the same way.
 
 The Python script and the audit must agree on how many followers diverged.
 
@@ -172,7 +178,9 @@ from auditor.config import Config
 from auditor.run import is_small_input, run_audit
 from auditor.spark import build_session
 snapshot, out = sys.argv[1], sys.argv[2]
-spark = build_session(None, quiet=True, small_input=is_small_input(snapshot))
+events = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": sys.argv[3],
+          "spark.eventLog.compress": "false"} if len(sys.argv) > 3 else None
+spark = build_session(None, quiet=True, small_input=is_small_input(snapshot), conf=events)
 spark.sparkContext.setJobGroup("audit", "audit")
 result = run_audit(spark, snapshot, out, Config(cluster="bench", fail_on="never"))
 seconds = time.perf_counter() - t0
@@ -251,11 +259,19 @@ def healthy_args(sim_args: list[str]) -> list[str]:
     return [*sim_args[:i], "--faults", "none", *sim_args[i + 2:]]
 
 
-def run_audit(work: Path, label: str, root: Path) -> tuple[float, dict[str, object]]:
-    """``auditor audit``'s run in a fresh process: (seconds, its jobs, peak RSS, diverged followers)."""
+def run_audit(work: Path, label: str, root: Path, events: Path | None = None) -> tuple[float, dict[str, object]]:
+    """``auditor audit``'s run in a fresh process: (seconds, its jobs, peak RSS, diverged
+    followers). With ``events``, Spark's event log of the run goes to ``events/label``
+    (read it with ``benchmarks/event_log.py``)."""
     out_dir = work / f"out-{label}"
     shutil.rmtree(out_dir, ignore_errors=True)
-    seconds, out = timed([PY, "-c", AUDIT, str(root), str(out_dir)], cwd=str(REPO))
+    extra = []
+    if events is not None:
+        log_dir = events / label
+        shutil.rmtree(log_dir, ignore_errors=True)
+        log_dir.mkdir(parents=True)
+        extra = [log_dir.resolve().as_uri()]
+    seconds, out = timed([PY, "-c", AUDIT, str(root), str(out_dir), *extra], cwd=str(REPO))
     info = json.loads(out.strip().splitlines()[-1])
     info["diverged"] = audited_divergence(out_dir, info["run_id"])
     shutil.rmtree(out_dir, ignore_errors=True)
@@ -304,6 +320,9 @@ def main() -> None:
                              "DeleteRecords, transactions, a compacted __consumer_offsets)")
     parser.add_argument("--no-kraft", dest="no_kraft", action="store_true",
                         help="also audit the same cluster simulated without a KRaft quorum")
+    parser.add_argument("--event-log", dest="event_log", type=Path, default=None,
+                        help="write each audit's Spark event log under this directory, one folder per "
+                             "audit (benchmarks/event_log.py reads them)")
     args = parser.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="auditor-bench-"))
     auditor = str(Path(PY).with_name("auditor"))
@@ -330,7 +349,7 @@ def main() -> None:
         parsed, py_diverged = python_script(root)
         row["python_s"] = round(time.perf_counter() - t0, 2)
         assert parsed == row["batch_lines"], (parsed, row["batch_lines"])
-        audit_s, info = run_audit(work, label, root)
+        audit_s, info = run_audit(work, label, root, args.event_log)
         row.update(audit_s=round(audit_s, 2), audit_jobs=info["jobs"], audit_peak_rss_mb=info["jvm_peak_mb"])
         diverged = info["diverged"]
         assert diverged == py_diverged, ("audit and script disagree on diverged followers", diverged, py_diverged)
@@ -343,7 +362,7 @@ def main() -> None:
                 shutil.rmtree(healthy, ignore_errors=True)
                 subprocess.run([auditor, "simulate", str(healthy), "--seed", "3", "--dump-layout", args.layout,
                                 "--no-shapes", *healthy_args(sim_args)], check=True, capture_output=True)
-            healthy_s, hinfo = run_audit(work, label + "-healthy", healthy)
+            healthy_s, hinfo = run_audit(work, label + "-healthy", healthy, args.event_log)
             assert hinfo["diverged"] == 0, hinfo
             row.update(healthy_audit_s=round(healthy_s, 2), healthy_audit_jobs=hinfo["jobs"],
                        diverged_over_healthy=round(audit_s / healthy_s, 2))
@@ -355,7 +374,7 @@ def main() -> None:
                 shutil.rmtree(mix, ignore_errors=True)
                 subprocess.run([auditor, "simulate", str(mix), "--seed", "3", "--dump-layout", args.layout,
                                 *sim_args], check=True, capture_output=True)
-            mix_s, minfo = run_audit(work, label + "-mix", mix)
+            mix_s, minfo = run_audit(work, label + "-mix", mix, args.event_log)
             truth = json.loads((mix / "expected_findings.json").read_text())
             want = sum(1 for r in truth["replicas"] if r["divergence_offset"] is not None)
             assert minfo["diverged"] == want, ("audit and ground truth disagree on the mix", minfo["diverged"], want)
@@ -369,7 +388,7 @@ def main() -> None:
                 shutil.rmtree(bare, ignore_errors=True)
                 subprocess.run([auditor, "simulate", str(bare), "--seed", "3", "--dump-layout", args.layout,
                                 "--no-shapes", "--kraft-controllers", "0", *sim_args], check=True, capture_output=True)
-            bare_s, binfo = run_audit(work, label + "-no-kraft", bare)
+            bare_s, binfo = run_audit(work, label + "-no-kraft", bare, args.event_log)
             assert binfo["diverged"] == diverged, ("the quorum changed the diverged followers", binfo, diverged)
             row.update(no_kraft_audit_s=round(bare_s, 2), no_kraft_audit_jobs=binfo["jobs"],
                        kraft_over_none=round(audit_s / bare_s, 2))
