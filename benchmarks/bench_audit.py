@@ -265,7 +265,7 @@ def run_audit(work: Path, label: str, root: Path, events: Path | None = None) ->
     (read it with ``benchmarks/event_log.py``)."""
     out_dir = work / f"out-{label}"
     shutil.rmtree(out_dir, ignore_errors=True)
-    extra = []
+    extra: list[str] = []
     if events is not None:
         log_dir = events / label
         shutil.rmtree(log_dir, ignore_errors=True)
