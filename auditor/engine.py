@@ -33,7 +33,7 @@ from auditor.checks.pairs import (
     truncations,
 )
 from auditor.checks.registry import ALWAYS_COMPACTED, DEFAULT_PROTOCOL, PROTOCOLS
-from auditor.compare.drill import drill, drill_files, stored_file_ids
+from auditor.compare.drill import drill, drill_files, stored_drill_files
 from auditor.compare.windows import (
     differing_windows,
     probe_windows,
@@ -210,17 +210,18 @@ def audit(
     def _cut(**frames: DataFrame) -> dict[str, DataFrame]:
         return materialise(frames, work_dir, f"{label}-{next(serial)}")
 
-    # Dump files are read again by the drill-downs (a large input): the files each one reads
-    # are listed in the job of the cut before it (a frame of file ids, read back without
-    # Spark), not by a job of their own.
+    # Dump files are read again by the drill-downs (a large input): the files each one reads,
+    # and their sections it parses, are listed in the job of the cut before it (a frame of
+    # file ids and sections, read back without Spark), not by a job of their own.
     rereads = snapshot.source.dumps is not None and snapshot.source.stored is None
 
-    def _cut_listing(files: tuple[str, DataFrame] | None, **frames: DataFrame) -> tuple[dict[str, DataFrame], set[int]]:
+    def _cut_listing(files: tuple[str, DataFrame] | None,
+                     **frames: DataFrame) -> tuple[dict[str, DataFrame], dict[int, frozenset[int]]]:
         """A cut that also stores a drill-down's file list (``files``: its name and frame),
         returned read back (empty when ``files`` is None: nothing is read again)."""
         cut = f"{label}-{next(serial)}"
         stored = materialise({**frames, **({files[0]: files[1]} if files is not None else {})}, work_dir, cut)
-        return stored, stored_file_ids(work_dir, cut, files[0]) if files is not None else set()
+        return stored, stored_drill_files(work_dir, cut, files[0]) if files is not None else {}
 
     # Cut points: each is one Spark job computing one or more frames that later queries
     # read more than once. Frames that do not depend on each other share a job; a frame
@@ -260,7 +261,7 @@ def audit(
     offsets = replica_offsets(reps, snapshot.segments, snapshot.log_start)
     irregular = irregular_of(reps)
     cacheless = irregular.join(checkpointless, KEY, "left_semi")
-    first = drill(snapshot.source, summaries, cacheless, none, work_dir, f"{label}-drill-1", file_ids=first_files)
+    first = drill(snapshot.source, summaries, cacheless, none, work_dir, f"{label}-drill-1", sections=first_files)
     rebuilt_early = union_all([regular_rebuilt_cache(epochs, reps), lineage.rebuilt_cache(first)])
     cache = _cut(cache=lineage.effective_cache(snapshot.epoch_cache, rebuilt_early, snapshot.replicas, offsets))["cache"]
     # no file holds the metadata log's HWM: an entry naming it is not used (SPEC 4.7)
@@ -314,7 +315,7 @@ def audit(
     differing = differing_windows(needs["verdicts"])
     answers = summary_answers(needs["verdicts"])
     wanted = wanted_of(needs["verdicts"], needs["probed"])
-    second = drill(snapshot.source, summaries, later, wanted, work_dir, f"{label}-drill-2", file_ids=second_files)
+    second = drill(snapshot.source, summaries, later, wanted, work_dir, f"{label}-drill-2", sections=second_files)
     # Drilled batches of many replicas (a wide divergence, many irregular logs) are log-sized:
     # the cut that joins them with the pairs and rebuilds whole logs runs over the session's
     # cores, not in one partition (the cuts after it read what it stored: replica-sized).

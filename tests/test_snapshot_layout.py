@@ -116,3 +116,30 @@ def test_hwm_and_epoch_cache_per_replica(layout) -> None:  # type: ignore[no-unt
     lineage = tables["epoch_lineage"].filter((F.col("replica") == 2) & (F.col("snapshot") == T1))
     assert sorted((r.source, r.epoch, r.start_offset, r.end_offset) for r in lineage.collect()) == [
         ("log", 1, 0, 10), ("log", 3, 10, 12)]
+
+
+def test_a_drill_down_parses_only_the_sections_it_wants(layout) -> None:  # type: ignore[no-untyped-def]
+    """A drill-down reads a per-broker dump whole but parses only its wanted sections
+    (``DumpFiles.items`` with sections): the items of those sections, exactly as when every
+    section is parsed."""
+    from auditor.compare.drill import SECTION_FILTER_LIMIT, section_keys
+
+    _, snap = layout
+    dumps = snap.source.dumps
+    placed = dumps.sections.filter(F.col("file").endswith("all-segments.txt")).collect()
+    beta = next(s for s in placed if s.topic == "beta")
+    alpha = next(s for s in placed if s.topic == "alpha" and s.file_id == beta.file_id)
+
+    def rows(df):  # type: ignore[no-untyped-def]
+        got = [(r.file_id, r.sec, r.item_kind, r.item, r.i_base, r.i_last, r.i_crc) for r in df.collect()]
+        return sorted(got, key=lambda t: [(v is None, str(v)) for v in t])
+
+    whole = [r for r in rows(dumps.items()) if r[0] == beta.file_id]
+    assert {r[1] for r in whole} >= {alpha.sec, beta.sec}  # the file holds more than beta's section
+    only_beta = rows(dumps.items({beta.file_id: {beta.sec}}))
+    assert only_beta and only_beta == [r for r in whole if r[1] == beta.sec]
+    both = rows(dumps.items({beta.file_id: {alpha.sec, beta.sec}}))
+    assert both == [r for r in whole if r[1] in (alpha.sec, beta.sec)]
+    # keys are file_id * 2^32 + sec; past the limit, every section is parsed
+    assert section_keys({3: {1, 2}, 4: {0}}) == {(3 << 32) + 1, (3 << 32) + 2, 4 << 32}
+    assert section_keys({1: set(range(SECTION_FILTER_LIMIT + 1))}) is None

@@ -8,7 +8,7 @@ Spark job), repeated batches merged (SPEC 3.1); nothing is read when nothing is 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 
@@ -41,17 +41,24 @@ class DumpFiles:
     sections: DataFrame  # file_id, sec, file, snapshot, replica, topic, partition, segment_base_offset
     limit: int | None = None
 
-    def items(self, file_ids: Collection[int] | None = None) -> DataFrame:
-        """The batch items of the dump files (all of them, or those of ``file_ids``): one
-        row per v2 batch line, legacy batch line, legacy batch's record lines or old message
-        group (:func:`auditor.ingest.dumps.pending_item`). Store it before use: its rows are
-        read several times (:meth:`batches_of`)."""
+    def items(self, sections: Mapping[int, Collection[int]] | None = None) -> DataFrame:
+        """The batch items of the dump files (all of them, or only the sections ``sections``
+        names: file id -> section numbers): one row per v2 batch line, legacy batch line,
+        legacy batch's record lines or old message group
+        (:func:`auditor.ingest.dumps.pending_item`). Store it before use: its rows are read
+        several times (:meth:`batches_of`).
+
+        A file is read whole either way (a section's context, e.g. whether the file holds
+        legacy batches, is the whole file's), but only the named sections' lines are
+        parsed: a per-broker dump holds every partition of its broker, and a drill-down
+        wants a few of them."""
         from auditor.summarise.scan import keyed_lines
 
-        chosen = [(i, f) for i, f in self.dump_files if file_ids is None or i in file_ids]
+        chosen = [(i, f) for i, f in self.dump_files if sections is None or i in sections]
         if not chosen:
             chosen = self.dump_files[:0]
-        lines = keyed_lines(self.spark, chosen, self.files, self.limit, with_v2=True)
+        lines = keyed_lines(self.spark, chosen, self.files, self.limit, with_v2=True,
+                            sections=None if sections is None else section_keys(sections))
         # Grouped before filtering: a filter on the item kind would be pushed below the
         # projection that computes it and copy the whole line grammar into its condition.
         return aggregate_specs(lines, ("file_id", "sec", "item_kind", "item"), item_spec())
@@ -110,23 +117,44 @@ def _wanted(rows: DataFrame, whole: DataFrame, windows: DataFrame) -> DataFrame:
 
 
 def drill_files(summaries: DataFrame, whole: DataFrame, windows: DataFrame) -> DataFrame:
-    """``file_id`` of the dump files that hold the batches :func:`drill` wants (arguments as
-    there), each once. Computed in an earlier cut point's job and read back with
-    :func:`stored_file_ids`, the list costs no job of its own."""
-    hits = _wanted(summaries, whole, windows).select("file_id")
+    """``file_id, sec`` of the dump file sections that hold the batches :func:`drill` wants
+    (arguments as there), each once. Every batch is in a summary row of its own file and
+    section (a v2 batch in the scan's, an old-format one in
+    :func:`auditor.summarise.scan.pending_summaries`'), so these sections hold all of them.
+    Computed in an earlier cut point's job and read back with :func:`stored_drill_files`,
+    the list costs no job of its own."""
+    hits = _wanted(summaries, whole, windows).select("file_id", "sec")
     return hits.filter(F.col("file_id").isNotNull()).distinct()
 
 
-def stored_file_ids(work_dir: str, label: str, name: str) -> set[int]:
-    """The file ids of a stored :func:`drill_files` frame (read without Spark: at most one
-    number per dump file)."""
+def stored_drill_files(work_dir: str, label: str, name: str) -> dict[int, frozenset[int]]:
+    """A stored :func:`drill_files` frame as file id -> its wanted sections (read without
+    Spark: at most one row per dump file section)."""
     table = read_frame_arrow(work_dir, label, name)
-    return set() if table is None else set(table.column("file_id").to_pylist())
+    if table is None:
+        return {}
+    found: dict[int, set[int]] = {}
+    for file_id, sec in zip(table.column("file_id").to_pylist(), table.column("sec").to_pylist()):
+        found.setdefault(file_id, set()).add(sec)
+    return {file_id: frozenset(secs) for file_id, secs in found.items()}
+
+
+#: Above this many wanted sections a drill-down parses every section of the files it reads
+#: (the filter is a literal set in the plan: a few thousand keys plan in milliseconds).
+SECTION_FILTER_LIMIT = 10_000
+
+
+def section_keys(sections: Mapping[int, Collection[int]]) -> frozenset[int] | None:
+    """``sections`` (file id -> section numbers) as keys ``file_id * 2^32 + sec`` for
+    :func:`auditor.summarise.scan.keyed_lines`, or None (parse every section) when they are
+    more than :data:`SECTION_FILTER_LIMIT`."""
+    keys = frozenset((file_id << 32) + sec for file_id, secs in sections.items() for sec in secs)
+    return keys if len(keys) <= SECTION_FILTER_LIMIT else None
 
 
 def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: DataFrame,
           work_dir: str, label: str, progress: Callable[[str], None] | None = None,
-          file_ids: Collection[int] = ()) -> DataFrame:
+          sections: Mapping[int, Collection[int]] | None = None) -> DataFrame:
     """The batches of the replicas in ``whole`` and of the windows in ``windows``, stored.
 
     Args:
@@ -135,8 +163,9 @@ def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: 
         whole: ``KEY`` of replicas wanted whole.
         windows: ``KEY, win`` of windows wanted.
         work_dir, label: where the result is stored.
-        file_ids: the dump files to read again (a source that reads dumps): what
-            :func:`drill_files` listed, stored by an earlier cut point's job.
+        sections: the dump files to read again and their sections to parse (a source that
+            reads dumps): what :func:`drill_files` listed, stored by an earlier cut point's
+            job (:func:`stored_drill_files`).
 
     Returns:
         The batches (:data:`DRILLED_DDL`), repeated batches of a replica merged.
@@ -146,14 +175,14 @@ def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: 
         batches = source.stored.select("*", window_of(F.col("base_offset")).alias("win"))
     else:
         assert source.dumps is not None
-        if not file_ids:
+        if not sections:
             return local_frame(spark, [], DRILLED_DDL)
         if progress is not None:
-            progress(f"reading {len(file_ids)} of {len(source.dumps.dump_files)} dump files batch by batch")
+            progress(f"reading {len(sections)} of {len(source.dumps.dump_files)} dump files batch by batch")
         # one job reads the files (with the settings the scan had: it parses text); building
         # and merging their batches reads what it stored
         with parsing(spark):
-            items = materialise({"items": source.dumps.items(file_ids)}, work_dir, f"{label}-items")["items"]
+            items = materialise({"items": source.dumps.items(sections)}, work_dir, f"{label}-items")["items"]
         # the batches are built from the stored items over the session's cores when they
         # are log-sized (a wide divergence), else in one partition: the items are read back
         # inside that block for it
