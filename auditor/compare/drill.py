@@ -119,8 +119,8 @@ def _wanted(rows: DataFrame, whole: DataFrame, windows: DataFrame) -> DataFrame:
 def drill_files(summaries: DataFrame, whole: DataFrame, windows: DataFrame) -> DataFrame:
     """``file_id, sec`` of the dump file sections that hold the batches :func:`drill` wants
     (arguments as there), each once. Every batch is in a summary row of its own file and
-    section (a v2 batch in the scan's, an old-format one in
-    :func:`auditor.summarise.scan.pending_summaries`'), so these sections hold all of them.
+    section (a v2 batch in the scan's rows, an old-format one in those of
+    :func:`auditor.summarise.scan.pending_summaries`), so these sections hold all of them.
     Computed in an earlier cut point's job and read back with :func:`stored_drill_files`,
     the list costs no job of its own."""
     hits = _wanted(summaries, whole, windows).select("file_id", "sec")
