@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
@@ -66,7 +66,9 @@ def damaged_histories(draw: st.DrawFn) -> Damaged:
             log[i - 1] = (log[i - 1][0], base, log[i - 1][2], log[i - 1][3] + "+")
         elif damage == "repeat":
             log.insert(i, log[i])
-        elif damage == "content":
+        elif damage == "content" and sum(1 for b in log if b[:3] == (base, last, epoch)) == 1:
+            # (not on a repeated batch: the dump writer gives every batch of one base offset
+            # the same CRC, so a repeat rewritten in content would print as the repeat)
             log[i] = (base, last, epoch, content + "x")
         elif damage == "regress" and epoch > 0:
             log[i] = (base, last, epoch - 1, content + "r")
@@ -105,7 +107,8 @@ def _expected(d: Damaged) -> tuple[dict, dict, set]:  # type: ignore[type-arg]
     # SPEC 2: max(last offset + 1, base of the newest segment dumped); an empty replica's
     # dump is one segment at 0
     leo = {rid: (max(b[1] for b in log) + 1 if log else 0) for rid, log in logs.items()}
-    start = {rid: (log[0][0] if log else None) for rid, log in logs.items()}
+    # an empty replica's dump is one segment at 0: its local log start offset is 0 (SPEC 2)
+    start = {rid: (log[0][0] if log else 0) for rid, log in logs.items()}
     cache = {rid: ref.effective_cache(h.replicas[rid].cache, leo[rid]) for rid in logs}
     lead = h.leader
     status, lineage, found = {}, {}, set()
@@ -115,15 +118,20 @@ def _expected(d: Damaged) -> tuple[dict, dict, set]:  # type: ignore[type-arg]
         gaps, overlaps, runs = _sequence(d.logs[rid])
         found |= {(rid, "OFFSET_GAP", a, b) for a, b in gaps} | {(rid, "OFFSET_OVERLAP", a, b) for a, b in overlaps}
         found |= {(rid, "EPOCH_REGRESSION", a, b, e) for a, b, e in runs}
-        if rid == lead or not log or not logs[lead]:
+        if rid == lead:
             status[rid] = (len(log), leo[rid], None, None, None)
             continue
         lso = max(start[rid], start[lead])
-        d_off = ref.divergence_offset(log, logs[lead], lso)
-        tr = ref.truncate_epoch(cache[lead], leo[lead], cache[rid], leo[rid], h.replicas[rid].hwm, spans)
-        t = None if tr.missing_hwm else tr.offset
-        removed = sum(last - base + 1 for base, last, _, _ in log if t is not None and last >= t)
-        status[rid] = (len(log), leo[rid], d_off, t, removed if not tr.missing_hwm else None)
+        if log:
+            # (a leader with an empty log holds none of the follower's offsets: SPEC 4.4
+            # counts them as not agreeing, and the follower truncates as the protocol says)
+            d_off = ref.divergence_offset(log, logs[lead], lso)
+            tr = ref.truncate_epoch(cache[lead], leo[lead], cache[rid], leo[rid], h.replicas[rid].hwm, spans)
+            t = None if tr.missing_hwm else tr.offset
+            removed = sum(last - base + 1 for base, last, _, _ in log if t is not None and last >= t)
+            status[rid] = (len(log), leo[rid], d_off, t, removed if not tr.missing_hwm else None)
+        else:  # an empty follower holds nothing to compare, but ISR_INCOMPLETE still applies
+            status[rid] = (0, leo[rid], None, None, None)
         l_hwm = h.replicas[lead].hwm
         if l_hwm is not None:  # ISR_INCOMPLETE: every replica is in the ISR
             held = set(log)
@@ -136,14 +144,26 @@ def _expected(d: Damaged) -> tuple[dict, dict, set]:  # type: ignore[type-arg]
 CHECKS = ("OFFSET_GAP", "OFFSET_OVERLAP", "EPOCH_REGRESSION", "ISR_INCOMPLETE")
 
 
-@settings(max_examples=1, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
-@given(ds=st.lists(damaged_histories(), min_size=60, max_size=60))
+def _shape(d: Damaged) -> str:
+    """What makes two damaged histories different: 60 distinct ones per run. (Hypothesis
+    tries the simplest example first, and with one example per run that was the only one:
+    60 copies of one undamaged two-batch history, in which no window differs.)"""
+    return repr((d.history.leader, sorted(d.logs.items()), sorted(d.segments.items()),
+                 sorted((rid, r.hwm, r.cache) for rid, r in d.history.replicas.items())))
+
+
+# (one example of 60 distinct histories, no shrinking: each try is an audit; a failure
+# names the history that failed)
+@settings(max_examples=1, deadline=None, derandomize=True, phases=[Phase.generate],
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large,
+                                 HealthCheck.large_base_example])
+@given(ds=st.lists(damaged_histories(), min_size=60, max_size=60, unique_by=_shape))
 @pytest.mark.parametrize("batches_in_scan", [True, False], ids=["batches-in-scan", "files-read-again"])
 def test_summaries_and_drill_down_match_the_model(spark, tmp_path_factory, monkeypatch, batches_in_scan, ds) -> None:  # type: ignore[no-untyped-def]
     """Both ways a drill-down gets its batches: from the scan's rows (a small input) and by
     reading the files that hold them again (a large one, whose drilled batches are then
-    handled as log-sized)."""
+    handled as log-sized, and where odd brokers keep all their dumps in one per-broker
+    file)."""
     input_size = _batches_in_scan(spark, monkeypatch, batches_in_scan)
     monkeypatch.setattr(digest, "WINDOW_BITS", 2)
     monkeypatch.setattr(wholefile, "TAIL_LINES", 2)
@@ -169,6 +189,17 @@ def test_summaries_and_drill_down_match_the_model(spark, tmp_path_factory, monke
                 (folder / ("again-" + original.name)).write_text(original.read_text())
     write_describe(root, {f"h{i}": [PartitionMeta(0, d.history.leader, tuple(d.logs), tuple(d.logs))]
                           for i, d in enumerate(ds)})
+    if not batches_in_scan:
+        # Odd brokers' dumps in one multi-section file per broker, as the collector's
+        # --per-broker-file writes them: a drill-down reads such a file whole but parses
+        # only the sections (partitions, segments) it wants.
+        for broker in sorted(root.glob("broker=*")):
+            if int(broker.name.split("=")[1]) % 2 == 1:
+                dumps = sorted(broker.glob("data/*/*.log.txt"))
+                (broker / "dumps").mkdir()
+                (broker / "dumps" / "all-segments.txt").write_text("".join(f.read_text() for f in dumps))
+                for f in dumps:
+                    f.unlink()
     with input_size, spread:
         tables = audit(load_snapshot(spark, str(root)), "epoch", run_id="drill")
     rs = {(r.topic, r.replica): r for r in tables["replica_status"].collect()}
@@ -181,6 +212,9 @@ def test_summaries_and_drill_down_match_the_model(spark, tmp_path_factory, monke
     # SPEC 6: finding_id is unique per run and snapshot, whatever the damage
     ids = [(r.snapshot, r.finding_id) for r in found]
     assert len(ids) == len(set(ids)), [r for r in found if ids.count((r.snapshot, r.finding_id)) > 1]
+    # the draw is not trivial: damaged histories and diverged followers in it
+    assert sum(1 for d in ds if any(d.logs[r] != list(d.history.replicas[r].log) for r in d.logs)) >= 5
+    assert sum(1 for d in ds for v in _expected(d)[0].values() if v[2] is not None) >= 5
     for i, d in enumerate(ds):
         topic = f"h{i}"
         status, want_lineage, want_found = _expected(d)
