@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from auditor.ingest.discovery import InputFile
@@ -58,7 +58,7 @@ class DumpFiles:
         if not chosen:
             chosen = self.dump_files[:0]
         lines = keyed_lines(self.spark, chosen, self.files, self.limit, with_v2=True,
-                            sections=None if sections is None else section_keys(sections))
+                            keep=None if sections is None else section_filter(sections))
         # Grouped before filtering: a filter on the item kind would be pushed below the
         # projection that computes it and copy the whole line grammar into its condition.
         return aggregate_specs(lines, ("file_id", "sec", "item_kind", "item"), item_spec())
@@ -145,11 +145,22 @@ SECTION_FILTER_LIMIT = 10_000
 
 
 def section_keys(sections: Mapping[int, Collection[int]]) -> frozenset[int] | None:
-    """``sections`` (file id -> section numbers) as keys ``file_id * 2^32 + sec`` for
-    :func:`auditor.summarise.scan.keyed_lines`, or None (parse every section) when they are
-    more than :data:`SECTION_FILTER_LIMIT`."""
+    """``sections`` (file id -> section numbers) as keys ``file_id * 2^32 + sec``, or None
+    (parse every section) when they are more than :data:`SECTION_FILTER_LIMIT`."""
     keys = frozenset((file_id << 32) + sec for file_id, secs in sections.items() for sec in secs)
     return keys if len(keys) <= SECTION_FILTER_LIMIT else None
+
+
+def section_filter(sections: Mapping[int, Collection[int]]) -> Column | None:
+    """The condition on a dump line's ``file_id, sec`` that keeps the lines of ``sections``
+    (:func:`section_keys`; None: keep every line)."""
+    keys = section_keys(sections)
+    if keys is None:
+        return None
+    # (one SQL expression: PySpark's isin would cross to the JVM once per key; the
+    # optimizer turns the list into a hash set)
+    listed = ", ".join(str(k) for k in sorted(keys)) or "NULL"
+    return F.expr(f"CAST(file_id AS BIGINT) * {1 << 32} + CAST(sec AS BIGINT) IN ({listed})")
 
 
 def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: DataFrame,

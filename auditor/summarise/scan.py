@@ -20,7 +20,6 @@ Aggregating map-side first, the only shuffle moves one row per group: a handful 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -74,20 +73,15 @@ SUMMARY_KEY = ("snapshot", "replica", "topic", "partition", "file", "file_id", "
 
 def keyed_lines(spark: SparkSession, dump_files: Sequence[tuple[int, InputFile]], files: DataFrame,
                 limit: int | None = None, with_v2: bool = False, per_batch: bool = False,
-                sections: AbstractSet[int] | None = None) -> DataFrame:
+                keep: Column | None = None) -> DataFrame:
     """Every dump line, classified and judged, with the scan's group key (:data:`SCAN_KEY`);
     ``with_v2``: v2 batch lines are items too (``V``, for the drill-down); ``per_batch``:
     every v2 batch line summarised is a group of its own (``D``, or ``T`` in a section's
-    tail) with all its batch's fields, so the scan's rows hold every batch; ``sections``:
-    only the lines of these sections (keys ``file_id * 2^32 + sec``), filtered before the
-    grammar reads them."""
+    tail) with all its batch's fields, so the scan's rows hold every batch; ``keep``: only
+    the lines it holds for (a condition on ``file_id`` and ``sec``), before the grammar
+    reads them."""
     lines = read_dump_lines(spark, dump_files, limit)
-    if sections is not None:
-        # (one SQL expression: PySpark's isin would cross to the JVM once per key; the
-        # optimizer turns the list into a hash set)
-        keys = ", ".join(str(k) for k in sorted(sections)) or "NULL"
-        lines = lines.filter(F.expr(f"CAST(file_id AS BIGINT) * {1 << 32} + CAST(sec AS BIGINT) IN ({keys})"))
-    rows = classified_lines(lines, files, all_fields=with_v2 or per_batch)
+    rows = classified_lines(lines if keep is None else lines.filter(keep), files, all_fields=with_v2 or per_batch)
     kind, item = pending_item(with_v2)
     v2 = is_direct_v2_batch() if not with_v2 else F.lit(False)
     quarantined = F.col("error").isNotNull()
