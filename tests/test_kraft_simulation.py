@@ -1,10 +1,11 @@
 """``auditor simulate`` with a KRaft controller quorum (SPEC 4.7): the audit finds exactly the
-simulator's ground truth for the metadata partition, with every KRaft fault and without."""
+simulator's ground truth for the metadata partition, with every KRaft fault and without, in
+each release's layout (Kafka 2.8 names the folder ``@metadata-0``, later ones
+``__cluster_metadata-0``)."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
@@ -14,24 +15,25 @@ from auditor.simulator import simulate
 from auditor.simulator.kraft import KRAFT_FAULTS
 
 pytestmark = pytest.mark.spark
-META = "__cluster_metadata"
-RUNS = {"2026-02-01T00:00:00": (1, "all-kraft"), "2026-02-02T00:00:00": (2, "all-kraft"),
-        "2026-02-03T00:00:00": (3, "all-kraft"), "2026-02-04T00:00:00": (4, "none")}
+META = ("__cluster_metadata", "@metadata")
+#: snapshot label -> (seed, faults, the release whose dump text the snapshot is printed in)
+RUNS = {"2026-02-01T00:00:00": (1, "all-kraft", "3.3"), "2026-02-02T00:00:00": (2, "all-kraft", "2.8"),
+        "2026-02-03T00:00:00": (3, "all-kraft", "3.2"), "2026-02-04T00:00:00": (4, "none", "3.3")}
 
 
 @pytest.fixture(scope="module")
 def simulated(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
     root = tmp_path_factory.mktemp("kraft-sim")
     applied = {}
-    for label, (seed, faults) in RUNS.items():
+    for label, (seed, faults, release) in RUNS.items():
         spec = ",".join(KRAFT_FAULTS) if faults == "all-kraft" else "none"
         summary = simulate(root / f"snapshot={label}", topics=1, partitions=1, batches=40, faults=spec, seed=seed,
-                           kraft_controllers=3, shapes=False)
+                           kraft_controllers=3, shapes=False, dump_style=release)
         applied[label] = summary.faults
     tables = audit(load_snapshot(spark, str(root)))
-    found = tables["findings"].filter((F.col("topic") == META) & F.col("severity").isin("CRITICAL", "ERROR", "WARNING"))
-    reps = tables["replica_status"].filter((F.col("topic") == META) & (F.col("role") == "follower"))
-    parts = tables["partition_status"].filter(F.col("topic") == META)
+    found = tables["findings"].filter(F.col("topic").isin(*META) & F.col("severity").isin("CRITICAL", "ERROR", "WARNING"))
+    reps = tables["replica_status"].filter(F.col("topic").isin(*META) & (F.col("role") == "follower"))
+    parts = tables["partition_status"].filter(F.col("topic").isin(*META))
     return root, applied, found.collect(), reps.collect(), parts.collect()
 
 
@@ -43,14 +45,18 @@ def _label(ts) -> str:  # type: ignore[no-untyped-def]
 def test_audit_matches_the_simulated_truth(simulated, label: str) -> None:  # type: ignore[no-untyped-def]
     root, applied, found, reps, parts = simulated
     truth = json.loads((root / f"snapshot={label}" / "expected_findings.json").read_text())
-    want = {(f["check"], f["severity"], f["replica"], f["offset_start"], f["offset_end"])
-            for f in truth["findings"] if f["topic"] == META}
-    got = {(f.check, f.severity, f.replica, f.offset_start, f.offset_end) for f in found if _label(f.snapshot) == label}
+    # the truth names the metadata log's topic as the release's folder does, like the tables
+    want = {(f["topic"], f["check"], f["severity"], f["replica"], f["offset_start"], f["offset_end"])
+            for f in truth["findings"] if f["topic"] in META}
+    got = {(f.topic, f.check, f.severity, f.replica, f.offset_start, f.offset_end)
+           for f in found if _label(f.snapshot) == label}
     assert got == want
-    want_f = {r["replica"]: (r["divergence_offset"], r["truncation_offset"]) for r in truth["replicas"]
-              if r["topic"] == META}
-    got_f = {r.replica: (r.divergence_offset, r.truncation_offset) for r in reps if _label(r.snapshot) == label}
-    assert got_f == want_f
+    want_f = {(r["topic"], r["replica"]): (r["divergence_offset"], r["truncation_offset"]) for r in truth["replicas"]
+              if r["topic"] in META}
+    got_f = {(r.topic, r.replica): (r.divergence_offset, r.truncation_offset)
+             for r in reps if _label(r.snapshot) == label}
+    assert got_f == want_f and got_f, got_f
+    assert {t for t, _ in got_f} == {"@metadata" if RUNS[label][2] == "2.8" else "__cluster_metadata"}
     (part,) = [p for p in parts if _label(p.snapshot) == label]
     assert part.leader_source == "quorum-state" and part.max_high_watermark is not None
     if RUNS[label][1] == "none":

@@ -613,7 +613,7 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
         writer.kraft(claims, followers, files)
         for fault in quorum.applied:
             summary.faults[fault] += 1
-            applied.append({"fault": fault, "topic": "__cluster_metadata", "partition": 0})
+            applied.append({"fault": fault, "topic": kraft_style.topic, "partition": 0})
         summary.faults_skipped.update(Counter(kraft_faults) - Counter(quorum.applied))
         summary.partitions += 1
         summary.replicas += len(quorum.nodes)

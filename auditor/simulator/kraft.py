@@ -381,8 +381,9 @@ class Quorum:
 
 # --- the ground truth ------------------------------------------------------------------------
 
-def _claim(check: str, severity: str, replica: int | None, start: int | None, end: int | None) -> dict[str, object]:
-    return {"check": check, "severity": severity, "topic": META_TOPIC, "partition": 0, "replica": replica,
+def _claim_of(check: str, severity: str, replica: int | None, start: int | None, end: int | None,
+              topic: str) -> dict[str, object]:
+    return {"check": check, "severity": severity, "topic": topic, "partition": 0, "replica": replica,
             "offset_start": start, "offset_end": end}
 
 
@@ -398,9 +399,15 @@ def _leader(q: Quorum) -> int | None:
     return ranked[0].id if ranked and ranked[0].cache() else None
 
 
-def kraft_truth(q: Quorum) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
-    """Every WARNING-or-above finding of the metadata partition, and each follower's offsets."""
+def kraft_truth(q: Quorum, topic: str = META_TOPIC) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    """Every WARNING-or-above finding of the metadata partition, and each follower's offsets;
+    ``topic``: the partition folder's topic (``@metadata`` in Kafka 2.8's layout)."""
     claims: list[dict[str, object]] = []
+
+    def _claim(check: str, severity: str, replica: int | None, start: int | None,
+               end: int | None) -> dict[str, object]:
+        return _claim_of(check, severity, replica, start, end, topic)
+
     followers: list[dict[str, object]] = []
     committed = max([s[0] for n in q.nodes.values() for s in n.snapshots] + [q.hw]) or None
     leader_id = _leader(q)
@@ -444,7 +451,7 @@ def kraft_truth(q: Quorum) -> tuple[list[dict[str, object]], list[dict[str, obje
         fs = ex.fetch_snapshot
         leo_f = n.leo
         hwm_f = own(n)
-        followers.append({"topic": META_TOPIC, "partition": 0, "replica": n.id, "divergence_offset": d,
+        followers.append({"topic": topic, "partition": 0, "replica": n.id, "divergence_offset": d,
                           "truncation_offset": t})
         if d is not None and (t == d or fs is not None):
             claims.append(_claim("DIVERGENT_SUFFIX", "WARNING", n.id, d, leo_f))
@@ -528,5 +535,5 @@ def simulate_quorum(root: Path, controllers: int, brokers: int, steps: int, faul
     for fault in KRAFT_FAULTS:
         if fault in faults:
             q.inject(fault)
-    claims, followers = kraft_truth(q)
+    claims, followers = kraft_truth(q, style.topic)
     return q, claims, followers, write_quorum(root, q, style)

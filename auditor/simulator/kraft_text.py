@@ -71,6 +71,11 @@ class KRaftStyle:
     def folder(self) -> str:
         return "@metadata-0" if self.version == "2.8" else METADATA_FOLDER
 
+    @property
+    def topic(self) -> str:
+        """The metadata log's topic as its folder names it (what the tables call it)."""
+        return self.folder.rsplit("-", 1)[0]
+
     def batch_line(self, b: MetaBatch, position: int) -> str:
         codec = "NONE" if self.version == "2.8" else "none"
         horizon = "" if self.version == "2.8" else " deleteHorizonMs: OptionalLong.empty"
