@@ -72,6 +72,13 @@ BASE_CONF: dict[str, str] = {
 }
 
 
+#: The JIT of a JVM that audits a small input: a method is compiled after twice HotSpot's
+#: default number of calls. Such a run calls thousands of Catalyst methods for a few
+#: seconds, and on 2 cores the compiler threads compete with the one thread that plans. Measured 2026-11-26 (sixth session), CLI start to exit, alternating: the
+#: one-partition audit 21.5-21.8 s against 22.6-23.2 s (5 pairs), the demo 22.2-22.5 s
+#: against 23.0 s (2 pairs); a factor of 0.5 or 0.2 (compile sooner) was slower, 24.1-26.5 s.
+SMALL_INPUT_JIT = ("-XX:CompileThresholdScaling=2",)
+
 #: Environment variables whose Java options every JVM started here also takes.
 JAVA_OPTION_VARIABLES = ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS")
 
@@ -114,7 +121,9 @@ def build_session(
             methods to the interpreter (HotSpot's default); Spark's planning, not data, is
             the work there. It keeps HotSpot's tiered compilation (C1, then C2): a C1-only
             JVM (``-XX:TieredStopAtLevel=1``, tried until 2026-11-25) plans 2x slower once
-            warm and was slower in 5 of 6 cold CLI audits measured (the sixth a tie).
+            warm and was slower in 5 of 6 cold CLI audits measured (the sixth a tie). It
+            compiles a method after twice as many calls as HotSpot's default
+            (:data:`SMALL_INPUT_JIT`).
         extra_java_options: more options for a driver JVM started here (not under spark-submit).
 
     Returns:
@@ -151,7 +160,7 @@ def build_session(
     # dump line grammar, the checks) exceeds HotSpot's 8,000-byte limit for compiling a
     # method, and then runs interpreted: 2.7x slower parsing, measured on 1M lines.
     # (Not for small inputs, where run time is planning, not generated code.)
-    java_options = [] if small_input else ["-XX:-DontCompileHugeMethods"]
+    java_options = list(SMALL_INPUT_JIT) if small_input else ["-XX:-DontCompileHugeMethods"]
     if quiet:
         log_conf = Path(__file__).with_name("log4j2.properties")
         java_options.append(f"-Dlog4j2.configurationFile={log_conf.as_uri()}")

@@ -58,16 +58,20 @@ def test_a_collector_chosen_elsewhere_is_not_doubled() -> None:
 @pytest.mark.spark
 def test_a_broken_archive_does_not_stop_the_jvm(tmp_path: Path) -> None:
     """A stale or corrupt archive (another Spark, a half-copied file) is skipped silently.
-    (The same JVM checks that a collector the caller chose replaces ours: two would not start.)"""
+    (The same JVM checks that a collector the caller chose replaces ours: two would not start,
+    and that a small input's JIT setting reaches the JVM.)"""
     bogus = tmp_path / "broken.jsa"
     bogus.write_bytes(os.urandom(4096))
     code = ("from auditor.spark import build_session\n"
             "from tests.test_classarchive import _collectors\n"
             "spark = build_session('local[1]', quiet=True, small_input=True, conf={'spark.ui.enabled': 'false'},\n"
             "                      extra_java_options=['-XX:+UseSerialGC'])\n"
-            "print('count', spark.range(5).count(), sorted(_collectors(spark)))\n")
+            "print('count', spark.range(5).count(), sorted(_collectors(spark)))\n"
+            "print('args', spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                           env={**os.environ, classarchive.ENV: str(bogus)}, cwd=Path(__file__).parent.parent)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "count 5 ['Copy', 'MarkSweepCompact']" in done.stdout
+    # a small input's JVM compiles later than HotSpot's default (auditor.spark.SMALL_INPUT_JIT)
+    assert "-XX:CompileThresholdScaling=2" in done.stdout
     assert "shared archive" not in (done.stdout + done.stderr).lower()
