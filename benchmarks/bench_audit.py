@@ -244,10 +244,9 @@ def python_script(root: Path) -> tuple[int, int]:
 
 def audited_divergence(out: Path, run_id: str) -> int:
     """Followers with a divergence offset in the audit's replica_status table."""
-    from deltalake import DeltaTable
+    from auditor.sinks.arrow_read import read_delta
 
-    table = DeltaTable(str(out / "replica_status")).to_pyarrow_table(
-        columns=["run_id", "role", "divergence_offset"])
+    table = read_delta(str(out / "replica_status"), columns=["run_id", "role", "divergence_offset"])
     rows = table.to_pylist()
     return sum(1 for r in rows if r["run_id"] == run_id and r["role"] == "follower"
                and r["divergence_offset"] is not None)

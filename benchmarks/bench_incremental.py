@@ -69,17 +69,17 @@ def audit(snapshot: Path, out: Path, incremental: bool) -> tuple[float, str]:
 
 
 def run_row(out: Path, run_id: str) -> dict[str, object]:
-    from deltalake import DeltaTable
+    from auditor.sinks.arrow_read import read_delta
 
-    rows = DeltaTable(str(out / "runs")).to_pyarrow_table().to_pylist()
+    rows = read_delta(str(out / "runs")).to_pylist()
     row = next(r for r in rows if r["run_id"] == run_id)
     return json.loads(row["counts"]) if isinstance(row["counts"], str) else dict(row["counts"])
 
 
 def findings(out: Path, run_id: str) -> list[tuple]:
-    from deltalake import DeltaTable
+    from auditor.sinks.arrow_read import read_delta
 
-    table = DeltaTable(str(out / "findings")).to_pyarrow_table(filters=[("run_id", "=", run_id)])
+    table = read_delta(str(out / "findings"), filters=[("run_id", "=", run_id)])
     keys = ("check", "severity", "topic", "partition", "replica", "offset_start", "offset_end")
     return sorted(tuple(r[k] for k in keys) for r in table.to_pylist())
 

@@ -40,9 +40,9 @@ while time.time() < end:
 
 def table_rows(out: Path, name: str) -> list[tuple[object, ...]]:
     """The rows of one output table, without run-naming columns, sorted."""
-    from deltalake import DeltaTable
+    from auditor.sinks.arrow_read import read_delta
 
-    table = DeltaTable(str(out / name)).to_pyarrow_table()
+    table = read_delta(str(out / name))
     keep = [c for c in table.column_names if c not in RUN_COLUMNS]
     rows = [tuple(r[c] for c in keep) for r in table.select(keep).to_pylist()]
     return sorted(rows, key=repr)

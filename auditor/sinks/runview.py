@@ -132,11 +132,13 @@ def _read(out: str, name: str, cluster: str | None, run_id: str | None = None) -
     a long history is never read whole)."""
     from deltalake import DeltaTable
 
+    from auditor.sinks.arrow_read import read_delta
+
     path = os.path.join(out, name)
     if not DeltaTable.is_deltatable(path):
         return None
     filters = ([("cluster", "=", cluster)] if cluster else []) + ([("run_id", "=", run_id)] if run_id else [])
-    return DeltaTable(path).to_pyarrow_table(filters=filters or None)
+    return read_delta(path, filters=filters or None)
 
 
 def load_run(out: str, cluster: str | None = None, run_id: str | None = None) -> RunView:

@@ -43,6 +43,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from auditor.sinks.arrow_read import read_delta
+
 EDGE = 1024
 #: files removed from a store table stay on disk this long (a running audit may be reading them)
 VACUUM_RETENTION_HOURS = 24
@@ -112,10 +114,7 @@ def stored_pairs(out: str, cluster: str) -> set[tuple[str, str]]:
     path = store_path(out, "store_files")
     if not os.path.isdir(os.path.join(path, "_delta_log")):
         return set()
-    from deltalake import DeltaTable
-
-    rows = DeltaTable(path).to_pyarrow_table(columns=["cluster", "fp", "writer"],
-                                             filters=[("cluster", "=", cluster)])
+    rows = read_delta(path, columns=["cluster", "fp", "writer"], filters=[("cluster", "=", cluster)])
     return set(zip(rows.column("fp").to_pylist(), rows.column("writer").to_pylist()))
 
 
@@ -231,8 +230,8 @@ def prune(out: str, cluster: str, keep_runs: int,
     if not os.path.isdir(os.path.join(files_path, "_delta_log")):
         return Pruned(0, 0, {}, 0, ())
     in_cluster = f"cluster = '{cluster.replace(chr(39), chr(39) * 2)}'"
-    files = DeltaTable(files_path).to_pyarrow_table(columns=["fp", "writer", "run_id", "saved_at"],
-                                                    filters=[("cluster", "=", cluster)]).to_pylist()
+    files = read_delta(files_path, columns=["fp", "writer", "run_id", "saved_at"],
+                       filters=[("cluster", "=", cluster)]).to_pylist()
     # The runs in the order they saved (run ids break ties, and order rows saved before
     # ``saved_at`` existed, which read as None, first): a total order.
     last_saved: dict[str, float] = {}
