@@ -27,12 +27,12 @@ of SPEC 4.4, 4.7 and 5, written here without Spark.
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from auditor.simulator.kafka_text import checkpoint_text, content_crc
-from auditor.simulator.model import EpochCache
 from auditor.simulator.kraft_text import (
     KRaftStyle,
     MetaBatch,
@@ -43,6 +43,7 @@ from auditor.simulator.kraft_text import (
     snapshot_dump,
     snapshot_name,
 )
+from auditor.simulator.model import EpochCache
 
 KRAFT_FAULTS = ("kraft-corrupt-batch", "kraft-zero-length-snapshot", "kraft-retention-past-snapshot",
                 "kraft-lost-unflushed", "kraft-partitioned-leader", "kraft-voter-reformatted",
@@ -403,11 +404,7 @@ def kraft_truth(q: Quorum, topic: str = META_TOPIC) -> tuple[list[dict[str, obje
     """Every WARNING-or-above finding of the metadata partition, and each follower's offsets;
     ``topic``: the partition folder's topic (``@metadata`` in Kafka 2.8's layout)."""
     claims: list[dict[str, object]] = []
-
-    def _claim(check: str, severity: str, replica: int | None, start: int | None,
-               end: int | None) -> dict[str, object]:
-        return _claim_of(check, severity, replica, start, end, topic)
-
+    _claim = functools.partial(_claim_of, topic=topic)
     followers: list[dict[str, object]] = []
     committed = max([s[0] for n in q.nodes.values() for s in n.snapshots] + [q.hw]) or None
     leader_id = _leader(q)
