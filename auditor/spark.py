@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
 
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -239,27 +240,16 @@ def has_delta_classes(spark: SparkSession) -> bool:
         return False
 
 
-#: Above this many rows, :func:`local_frame` stores the rows as a Parquet file instead.
+#: Above this many rows, or :data:`LOCAL_BYTES` of Arrow data, driver-side rows are stored
+#: as a Parquet file instead of a local relation (:func:`arrow_frame`).
 LOCAL_ROWS = 10_000
+LOCAL_BYTES = 4 << 20
 
 
 def local_frame(spark: SparkSession, rows: Sequence[Sequence[object]], schema: StructType | str) -> DataFrame:
-    """A DataFrame of driver-side rows (file lists, lookup tables).
-
-    Up to :data:`LOCAL_ROWS` rows, a local relation built through Arrow: the plan holds
-    the rows themselves (``LocalTableScan``), so reading or broadcasting them starts no
-    Python worker and no Spark job, where ``createDataFrame`` over a Python list is a
-    Python RDD (about a second per use on a cold JVM).
-
-    More rows (the file list of a 100,000-partition cluster) are written by pyarrow to a
-    Parquet file in a directory of this process under the run's scratch root
-    (:func:`scratch_root`: on a cluster, a folder the executors see), and read from there: every plan
-    that filters or projects a local relation keeps its own copy of the rows as boxed JVM
-    objects (Catalyst's ``ConvertToLocalRelation``), which was ~1.3 GB of a 2 GB heap for
-    300,000 files.
-    """
+    """A DataFrame of driver-side rows (file lists, lookup tables), as :func:`arrow_frame`
+    makes it."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType, _parse_datatype_string
 
@@ -270,10 +260,41 @@ def local_frame(spark: SparkSession, rows: Sequence[Sequence[object]], schema: S
     table = pa.Table.from_arrays(
         [pa.array(list(col), type=field.type) for col, field in zip(columns, arrow_schema, strict=True)],
         schema=arrow_schema)
-    if table.num_rows <= LOCAL_ROWS:
-        return spark.createDataFrame(table, struct)
+    return arrow_frame(spark, [table], struct)
+
+
+def arrow_frame(spark: SparkSession, chunks: Iterable[pa.Table], struct: StructType) -> DataFrame:
+    """A DataFrame of driver-side Arrow rows, given as tables of ``struct``'s columns in
+    turn (only one chunk is held at a time).
+
+    Up to :data:`LOCAL_ROWS` rows and :data:`LOCAL_BYTES` in one chunk: a local relation
+    built through Arrow. The plan holds the rows themselves (``LocalTableScan``), so reading
+    or broadcasting them starts no Python worker and no Spark job, where
+    ``createDataFrame`` over a Python list is a Python RDD (about a second per use on a cold
+    JVM).
+
+    More rows (the file list of a 100,000-partition cluster, its checkpoint files' text) are
+    written by pyarrow to a Parquet file in a directory of this process under the run's
+    scratch root (:func:`scratch_root`: on a cluster, a folder the executors see), and read
+    from there: every plan that filters or projects a local relation keeps its own copy of
+    the rows as boxed JVM objects (Catalyst's ``ConvertToLocalRelation``), which was ~1.3 GB
+    of a 2 GB heap for 300,000 files.
+    """
+    import pyarrow.parquet as pq
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow_schema = to_arrow_schema(struct)
+    tables = iter(chunks)
+    first = next(tables, None)
+    second = next(tables, None) if first is not None else None
+    if first is None:
+        return spark.createDataFrame(arrow_schema.empty_table(), struct)
+    if second is None and first.num_rows <= LOCAL_ROWS and first.nbytes <= LOCAL_BYTES:
+        return spark.createDataFrame(first.cast(arrow_schema), struct)
     path = os.path.join(_spill_dir(), f"{uuid.uuid4().hex}.parquet")
-    pq.write_table(table, path)
+    with pq.ParquetWriter(path, arrow_schema) as writer:
+        for table in (first, *([second] if second is not None else []), *tables):
+            writer.write_table(table.cast(arrow_schema))
     return spark.read.schema(struct).parquet(path)
 
 

@@ -131,18 +131,29 @@ def test_fields_by_token(spark) -> None:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("small_input", [False, True])
-def test_whole_file_lines_match_the_line_reader(spark, tmp_path: Path, small_input: bool) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(("small_input", "reader"), [(False, "spark"), (True, "spark"), (False, "driver"),
+                                                     (True, "driver"), (True, "driver-parquet")])
+def test_whole_file_lines_match_the_line_reader(spark, tmp_path: Path, monkeypatch, small_input: bool,  # type: ignore[no-untyped-def]
+                                                reader: str) -> None:
     """Small files read whole and split where they are read number their lines exactly as
     the line reader and its per-file window do (including with the small-input settings,
-    where joins are shuffles)."""
+    where joins are shuffles), whether Spark's file source reads them or the driver does
+    (its rows a local relation, or a Parquet file when they are many), bytes that are not
+    UTF-8 included."""
+    from auditor import spark as sp
+    from auditor.ingest import lines
     from auditor.ingest.discovery import InputFile
     from auditor.ingest.lines import number_lines, read_small_files, read_text_lines
     from auditor.run import SMALL_INPUT_CONF
     from auditor.spark import session_conf
     from tests.conftest import large_input
 
-    contents = [b"", b"\n", b"a", b"a\n", b"a\r\nb\rc\n\n", b"a\n\nb", b"\r\n\r\n", b"x\ry\r", b"0\n1\n2\n" * 700]
+    monkeypatch.setattr(lines, "DRIVER_READ_BYTES", -1 if reader == "spark" else 1 << 20)
+    if reader == "driver-parquet":  # chunks of three files, written to one Parquet file
+        monkeypatch.setattr(lines, "LOCAL_ROWS", 3)
+        monkeypatch.setattr(sp, "LOCAL_ROWS", 3)
+    contents = [b"", b"\n", b"a", b"a\n", b"a\r\nb\rc\n\n", b"a\n\nb", b"\r\n\r\n", b"x\ry\r", b"0\n1\n2\n" * 700,
+                b"\xff\xfe\xc3(\n\xe2\x82\n"]
     files = []
     for i, body in enumerate(contents):
         path = tmp_path / f"f {i}+.txt"
@@ -150,12 +161,28 @@ def test_whole_file_lines_match_the_line_reader(spark, tmp_path: Path, small_inp
         files.append((i + 10, InputFile(path=str(path), rel=path.name, kind="k", snapshot=T0, broker=1,
                                         log_dir=None, topic=None, partition=None, size=len(body))))
     with session_conf(spark, SMALL_INPUT_CONF) if small_input else large_input(spark):
-        whole = sorted(tuple(r) for r in read_small_files(spark, files).collect())
+        read = read_small_files(spark, files)
+        whole = sorted(tuple(r) for r in read.collect())
         by_line = sorted(tuple(r) for r in number_lines(read_text_lines(spark, files)).select(
             "file_id", "line_number", "text").collect())
+    scans = read._jdf.queryExecution().executedPlan().toString()  # noqa: SLF001
+    assert ("FileScan binaryFile" in scans) == (reader == "spark"), scans
+    assert ("FileScan parquet" in scans) == (reader == "driver-parquet"), scans
     assert whole == by_line
-    assert len(whole) == 0 + 1 + 1 + 1 + 4 + 3 + 2 + 2 + 2100
+    assert len(whole) == 0 + 1 + 1 + 1 + 4 + 3 + 2 + 2 + 2100 + 2
     assert [r for r in whole if r[0] == 14] == [(14, 1, "a"), (14, 2, "b"), (14, 3, "c"), (14, 4, "")]
+
+
+def test_a_small_file_gone_after_listing_is_a_clear_input_error(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from auditor.errors import InputError
+    from auditor.ingest.discovery import InputFile
+    from auditor.ingest.lines import read_small_files
+
+    gone = InputFile(path=str(tmp_path / "leader-epoch-checkpoint"), rel="broker=1/data/t-0/leader-epoch-checkpoint",
+                     kind="leader-epoch-checkpoint", snapshot=T0, broker=1, log_dir="data", topic="t", partition=0,
+                     size=12)
+    with pytest.raises(InputError, match=r"^broker=1/data/t-0/leader-epoch-checkpoint: listed, then could not be read"):
+        read_small_files(spark, [(0, gone)])
 
 
 def test_many_paths_reach_the_jvm_in_one_call_with_spark_s_own_spelling(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
