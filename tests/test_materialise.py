@@ -42,8 +42,15 @@ def test_frames_of_one_cut_point_come_back_unchanged(spark, tmp_path: Path) -> N
 def test_log_sized_work_after_the_scan_is_spread_over_the_cores(spark) -> None:  # type: ignore[no-untyped-def]
     """Inside ``replica_sized`` (one shuffle partition, frames in one partition, no generated
     code), ``spread_out`` puts back the session's own settings for a block over more than
-    ``LOG_SIZED_ROWS`` rows, and only for such a block."""
-    from auditor.spark import LOG_SIZED_ROWS, one_partition, replica_sized, spread_out
+    ``LOG_SIZED_ROWS`` rows, and only for such a block; above ``ONE_PARTITION_REPLICAS``
+    replicas, the replica-sized work keeps the session's code generation."""
+    from auditor.spark import (
+        LOG_SIZED_ROWS,
+        ONE_PARTITION_REPLICAS,
+        one_partition,
+        replica_sized,
+        spread_out,
+    )
 
     conf = spark.conf
     own = {k: conf.get(k) for k in ("spark.sql.shuffle.partitions", "spark.sql.codegen.wholeStage")}
@@ -66,6 +73,13 @@ def test_log_sized_work_after_the_scan_is_spread_over_the_cores(spark) -> None: 
         with spread_out(spark, LOG_SIZED_ROWS + 1):  # outside replica_sized: nothing changes
             assert conf.get("spark.sql.codegen.wholeStage") == "true"
             assert conf.get("spark.sql.shuffle.partitions") == own["spark.sql.shuffle.partitions"]
+        # more replicas than one partition takes: tables as large as log-sized ones, compiled
+        with replica_sized(spark, ONE_PARTITION_REPLICAS + 1):
+            assert conf.get("spark.sql.codegen.wholeStage") == "true"
+            assert conf.get("spark.sql.autoBroadcastJoinThreshold") == "-1"
+            assert one_partition(df).rdd.getNumPartitions() == 2
+        with replica_sized(spark, ONE_PARTITION_REPLICAS):
+            assert conf.get("spark.sql.codegen.wholeStage") == "false"
     finally:
         conf.set("spark.sql.codegen.wholeStage", own["spark.sql.codegen.wholeStage"])
 
