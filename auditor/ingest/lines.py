@@ -100,7 +100,7 @@ def file_contents(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) -
     local relation or one Parquet file (:func:`auditor.spark.arrow_frame`): a cluster's
     300,000 checkpoint files cost Spark's file source ~0.25 ms of task time each (an open
     through Hadoop's checksummed file system, a task slot per ~500 files) and the driver's
-    JVM a status call each to list them, where the driver reads them in ~10 us each. Larger
+    JVM a status call each to list them, where the driver reads them in ~7 us each. Larger
     files are read by Spark's binary file source. Either way the bytes are the file's and
     Spark decodes them, so both give the same lines.
 
