@@ -203,6 +203,17 @@ def with_file_ids(spark: SparkSession, raw: DataFrame, files: Sequence[tuple[int
             job that needs it.
         tails: also add ``tails``, whether the file's id is in this set (the same lookup).
     """
+    uri_ids = uri_table(spark, raw, files, folders=folders, tails=tails)
+    return rows.join(F.broadcast(uri_ids) if broadcast else uri_ids, "uri", "left").select(
+        listed_file_id().alias("file_id"), *[c for c in rows.columns if c != "uri"],
+        *(["topic", "partition"] if folders else []), *(["tails"] if tails is not None else []))
+
+
+def uri_table(spark: SparkSession, raw: DataFrame, files: Sequence[tuple[int, InputFile]], *,
+              folders: bool = False, tails: AbstractSet[int] | None = None) -> DataFrame:
+    """``uri, file_id`` (and ``topic, partition``, ``tails``: see :func:`with_file_ids`) of
+    each file the scan ``raw`` lists, its URI spelt as ``_metadata.file_path`` spells it: a
+    local relation."""
     by_path = {os.path.abspath(f.path): (i, f) for i, f in files}
     by_uri = {}
     for uri in input_files(raw):
@@ -216,12 +227,14 @@ def with_file_ids(spark: SparkSession, raw: DataFrame, files: Sequence[tuple[int
         fields += [StructField("topic", StringType()), StructField("partition", IntegerType())]
     if tails is not None:
         fields += [StructField("tails", BooleanType(), False)]
-    uri_ids = local_frame(spark, [(uri, *rest) for uri, rest in sorted(by_uri.items())], StructType(fields))
-    known = F.coalesce(F.col("file_id"), F.raise_error(F.concat(
+    return local_frame(spark, [(uri, *rest) for uri, rest in sorted(by_uri.items())], StructType(fields))
+
+
+def listed_file_id() -> Column:
+    """``file_id`` after a left join on :func:`uri_table`; a row of a file the table does not
+    list fails the run with a clear error instead of being dropped."""
+    return F.coalesce(F.col("file_id"), F.raise_error(F.concat(
         F.lit("internal error: Spark read a line of a file it did not list: "), F.col("uri"))).cast(IntegerType()))
-    return rows.join(F.broadcast(uri_ids) if broadcast else uri_ids, "uri", "left").select(
-        known.alias("file_id"), *[c for c in rows.columns if c != "uri"],
-        *(["topic", "partition"] if folders else []), *(["tails"] if tails is not None else []))
 
 
 def uri_to_path(uri: str) -> str:

@@ -149,8 +149,10 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
             "checkpoint_files": cps.files,
             "metadata": desc.metadata,
             "topics": desc.topics,
-            "small_lines": cps.lines.unionByName(desc.lines).unionByName(
-                kraft_lines if kraft_lines is not None else cps.lines.limit(0)),
+            # what the snapshot needs of the small files' lines: their counts per file and
+            # the quarantined ones (a large cluster's checkpoint lines number in the millions)
+            **_small_lines(cps.lines.unionByName(desc.lines).unionByName(
+                kraft_lines if kraft_lines is not None else cps.lines.limit(0))),
             **kraft_scan,
         }),
     }, work_dir, "scan")
@@ -161,18 +163,12 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
         store_frames = reuse.new_rows(scan)
         scan = scan.unionByName(reuse.rows())
     parts = split_scan(scan, dump_frame, per_batch=per_batch)
-    small_lines = first["small_lines"]
-    # (a file-level problem of an empty file has no line: it is an error, not a line read)
-    counts = parts.accounting.unionByName(line_counts(small_lines.filter(F.col("line_number").isNotNull())))
+    counts = parts.accounting.unionByName(first["small_counts"])
     accounting = files.join(counts, "file_id", "left").select("file_id", "rel", "kind", "broker", "size",
              *[F.coalesce(F.col(c), F.lit(0)).alias(c) for c in LINE_COUNTS])
     problems = local_frame(
         spark,
         [(p.snapshot, p.broker, p.rel, None, 0, None, p.error) for p in found.problems], ERRORS_SCHEMA)
-    small_errors = small_lines.filter(F.col("disposition") == "quarantined").select(
-        "snapshot", "broker", F.col("rel").alias("file"), "line_number",
-        F.when(F.col("line_number").isNull(), F.lit(0)).cast(LongType()).alias("byte_offset"),
-        F.col("shown").alias("line"), "error")
     segments = dedupe_segments(parts.sections.filter("is_segment").select(
         "snapshot", F.col("replica").alias("broker"), "topic", "partition", "file", "line_number",
         "segment_base_offset", "invalid_bytes")).withColumnRenamed("broker", "replica")
@@ -181,7 +177,7 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
     # Cut point 2 (one job): the parsed tables, from the stored scan rows.
     parsed = materialise(few({
         "accounting": accounting,
-        "parse_errors": problems.unionByName(parts.errors).unionByName(small_errors),
+        "parse_errors": problems.unionByName(parts.errors).unionByName(first["small_errors"]),
         "sections": parts.sections.select("file_id", "sec", "file", "snapshot", "replica", "topic", "partition",
                                           "segment_base_offset"),
         "segments": segments,
@@ -215,6 +211,20 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
 
 
 KRAFT_KINDS = (d.QUORUM_STATE, d.QUORUM_STATUS, d.KRAFT_SNAPSHOT_FILE)
+
+
+def _small_lines(lines: DataFrame) -> dict[str, DataFrame]:
+    """``small_counts`` (:func:`line_counts` per file) and ``small_errors`` (the
+    ``parse_errors`` rows of quarantined lines) of the small files' judged lines
+    (``file_id, line_number, disposition, error, shown, snapshot, broker, rel``)."""
+    return {
+        # (a file-level problem of an empty file has no line: it is an error, not a line read)
+        "small_counts": line_counts(lines.filter(F.col("line_number").isNotNull())),
+        "small_errors": lines.filter(F.col("disposition") == "quarantined").select(
+            "snapshot", "broker", F.col("rel").alias("file"), "line_number",
+            F.when(F.col("line_number").isNull(), F.lit(0)).cast(LongType()).alias("byte_offset"),
+            F.col("shown").alias("line"), "error"),
+    }
 
 
 def few_partitions(replicas: int) -> Callable[[dict[str, DataFrame]], dict[str, DataFrame]]:

@@ -38,11 +38,18 @@ from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, LongType, StringType
+from pyspark.sql.types import (
+    BooleanType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from auditor.ingest import dump_grammar as g
 from auditor.ingest.discovery import InputFile
-from auditor.ingest.lines import load_paths, read_text_lines, with_file_ids
+from auditor.ingest.lines import listed_file_id, load_paths, uri_table, with_file_ids
 from auditor.spark import local_frame
 
 #: Columns of :func:`read_dump_lines`.
@@ -197,13 +204,17 @@ def section_code(header: Column | None, topic: Column, partition: Column) -> Col
     """A section's flags (:data:`_IN_LOG`, :data:`_PROBLEM`) from its header line (None: the
     lines before any header) and the file's folder ``topic``, ``partition``."""
     if header is None:
-        skind, h_topic, h_part = F.lit(None).cast(StringType()), F.lit(None).cast(StringType()), F.lit(None)
-    else:
-        path = g.header_path(g.stripped(header))
-        h_topic, h_part = g.header_topic_partition(path)
-        skind = g.section_kind(path)
-    in_log = F.coalesce(skind, F.lit("log")) == "log"
-    conflict = g.header_conflict(h_topic, h_part, topic, partition)
+        return section_flags(F.lit(True), F.lit(None).cast(StringType()), F.lit(None), topic, partition)
+    path = g.header_path(g.stripped(header))
+    h_topic, h_part = g.header_topic_partition(path)
+    return section_flags(g.section_kind(path) == "log", h_topic, h_part, topic, partition)
+
+
+def section_flags(in_log: Column, h_topic: Column, h_partition: Column, topic: Column, partition: Column) -> Column:
+    """:func:`section_code` from what a header says: whether its path is a ``.log`` file
+    (true for the lines before any header), the partition its path names (nulls when
+    none), and the file's folder ``topic, partition``."""
+    conflict = g.header_conflict(h_topic, h_partition, topic, partition)
     problem = conflict | F.coalesce(h_topic, topic).isNull()
     return (F.when(in_log, F.lit(_IN_LOG)).otherwise(F.lit(0)) + F.when(problem, F.lit(_PROBLEM)).otherwise(F.lit(0))
             ).cast(LongType())
@@ -259,7 +270,9 @@ def _whole_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]], ta
         F.when(plain, F.when(F.try_element_at(A, F.lit(1)) == 8, F.array(F.lit(8))).otherwise(nothing)).otherwise(
             F.filter(A, lambda a: a % 8 == 0)).alias("H"),
         F.when(plain, F.lit(False)).otherwise(F.exists(A, lambda a: a % 8 == 3)).alias("file_has_legacy"),
-        F.when(plain, F.lit(False)).otherwise(F.exists(A, lambda a: a % 8 == 1)).alias("has_payload"))
+        F.when(plain, F.lit(False)).otherwise(F.exists(A, lambda a: a % 8 == 1)).alias("has_payload"),
+        # (a batch line counts the lines under it only in a file with record lines to count)
+        F.when(plain, F.lit(False)).otherwise(F.exists(A, lambda a: a % 2 == 1)).alias("has_records"))
     G, H = F.col("G"), F.col("H")
 
     def start(arr: Column, j: Column) -> Column:
@@ -273,7 +286,8 @@ def _whole_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]], ta
         code = F.try_element_at(G, j)
         s, k = start(G, j), length(G, j)
         batch = (code % 8 == 2) | (code % 8 == 3)
-        needs = F.when(batch & (k > 1), needs_records(F.try_element_at(L, s))).otherwise(F.lit(False))
+        needs = F.when(batch & (k > 1) & F.col("has_records"), needs_records(F.try_element_at(L, s))).otherwise(
+            F.lit(False))
         value = F.when(batch, (s * 4).cast(LongType()) + 2 + needs.cast(LongType()))
         return F.array_repeat(value, k)
 
@@ -331,40 +345,155 @@ def _known_code(L: Column, i: Column) -> Column:
     return F.when(known.isNotNull(), i * 2 + known.cast(IntegerType()))
 
 
+#: A large file's lines find their section in buckets of 2^LOOKUP_BITS consecutive lines of
+#: one split (:func:`_large_files`).
+LOOKUP_BITS = 5
+
+
 def _large_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]], tails: frozenset[int]) -> DataFrame:
-    """The same columns for files too big to read whole: the text source, then one window per
-    file ordered by each line's position (a shuffle of these files' lines)."""
-    raw = read_text_lines(spark, files, folders=True, tails=tails)
+    """The same columns for files too big to read whole, from Spark's text source, which
+    splits a file across tasks and does not number lines.
+
+    Within one split ``monotonically_increasing_id`` counts the split's lines in file order,
+    so a line's number is its ``mono`` less the split's first, plus the lines of the file's
+    earlier splits. Sections need no window over lines either: their headers are few. One
+    small table (:func:`_positions`), built from one aggregate of the lines per split and
+    broadcast, holds for every bucket of :data:`LOOKUP_BITS` positions of a split that
+    split's first ``mono`` and earlier lines, and the sections that cover the bucket's
+    lines; each line finds its number and its section there, in the task that read it. Both
+    reads are scans of one relation in one query, so they split and order the files alike
+    and give each line the same ``mono``.
+
+    That is every line's context in a file without record lines (a shallow dump: no line
+    needs the batch line it belongs to, or the line before it). In a file with a record,
+    legacy or payload line, those come from one window per file ordered by line number
+    (:func:`_owners`: a shuffle of that file's lines).
+    """
+    raw = load_paths(spark.read.schema(_VALUE).format("text"), [f.path for _, f in files])
+    lines = raw.select(
+        F.col("_metadata.file_path").alias("uri"), F.col("_metadata.file_block_start").alias("block_start"),
+        F.monotonically_increasing_id().alias("mono"), F.col("value").alias("text"))
+    keyed = lines.select("*", F.shiftright("mono", LOOKUP_BITS).alias("mk")).join(
+        F.broadcast(_positions(lines, uri_table(spark, raw, files, folders=True, tails=tails))),
+        ["uri", "block_start", "mk"], "left")
+    # (a line with no row in the table fails the run instead of being dropped by a filter)
+    deep = F.coalesce(F.col("deep"), F.raise_error(F.concat(
+        F.lit("internal error: a line of a large file has no position: "), F.col("uri"))).cast(BooleanType()))
+    number = (F.col("mono") - F.col("first") + 1 + F.col("before")).alias("line_number")
+    numbered = keyed.select(listed_file_id().alias("file_id"), "text", "tails", "secs", deep.alias("deep"), number)
+    # (both kinds of file read the same columns of the table: one broadcast, built once; each
+    # looks its lines up after the split, so neither computes the other's)
+    # as a whole file without record lines: no line needs the batch line it belongs to
+    shallow = _placed(numbered.filter(~F.col("deep"))).select(
+        "*", F.lit(None).cast(LongType()).alias("owner"), F.lit(False).alias("owner_needs_records"),
+        F.lit(None).cast(BooleanType()).alias("known_prev"), F.lit(False).alias("file_has_legacy"))
+    return shallow.unionByName(_owners(_placed(numbered.filter(F.col("deep")))))
+
+
+def _placed(numbered: DataFrame) -> DataFrame:
+    """``file_id, line_number, text, sec, in_log, has_problem, tail`` of numbered lines, each
+    looked up in its bucket's sections (``secs``)."""
+    at = F.try_element_at(F.filter("secs", lambda x: x["start"] <= F.col("line_number")), F.lit(-1))
+    found = numbered.select("file_id", "line_number", "text", (F.col("tails") & (
+        at["end"] - F.col("line_number") < TAIL_LINES)).alias("tail"), at["sec"].cast(IntegerType()).alias("sec"),
+        at["code"].alias("code"))
+    code = F.col("code")
+    return found.select("file_id", "line_number", "text", "sec", (code.bitwiseAND(F.lit(_IN_LOG)) != 0).alias("in_log"),
+                        (code.bitwiseAND(F.lit(_PROBLEM)) != 0).alias("has_problem"), "tail")
+
+
+_VALUE = StructType([StructField("value", StringType())])
+
+
+def _positions(lines: DataFrame, listed: DataFrame) -> DataFrame:
+    """The lookup table of :func:`_large_files`: one row per ``(uri, block_start, mk)``, a
+    bucket of a split's positions (``mk = mono >> LOOKUP_BITS``), with the file's
+    ``file_id, tails``, its number of lines (``total``), whether it has a record, legacy or
+    payload line (``deep``), the split's ``first`` mono and the lines ``before`` it in its
+    file, and ``secs``: the sections holding the bucket's lines, ``(start, sec, code,
+    end)`` by ``start`` (line numbers; section 0 is the lines before the first header)."""
+    x = F.col("text")
+    path = g.header_path(g.stripped(x))
+    h_topic, h_part = g.header_topic_partition(path)
+    header = F.struct(F.col("mono").alias("m"), (g.section_kind(path) == "log").alias("log"),
+                      h_topic.alias("t"), h_part.alias("p"))
+    per_split = lines.groupBy("uri", "block_start").agg(
+        F.count(F.lit(1)).alias("n"), F.min("mono").alias("first"),
+        F.max((_is_record(x) | _may_carry_payload(x)).cast(IntegerType())).alias("deep"),
+        F.collect_list(F.when(_is_header(x), header)).alias("h"))
+    # (each step reads the one before it once: the aggregate over every line is computed once)
+    in_file = Window.partitionBy("file_id").orderBy("block_start")
+    whole_file = Window.partitionBy("file_id")
+    splits = per_split.join(listed, "uri", "left").select(
+        "uri", "block_start", listed_file_id().alias("file_id"), "topic", "partition", "tails", "n", "first", "h",
+        F.coalesce(F.sum("n").over(in_file.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0)).alias("before"),
+        F.sum("n").over(whole_file).alias("total"), (F.max("deep").over(whole_file) == 1).alias("deep"),
+        (F.row_number().over(in_file) == 1).alias("first_split"))
+    # (a step of its own: in the step that explodes the sections, the window would see their rows)
+    split = F.struct("uri", "block_start", "first", "n", "before")
+    splits = splits.select("*", F.collect_list(split).over(whole_file).alias("splits"))
+    file_cols = ("file_id", "tails", "deep", "total")
+    topic, partition = F.col("topic"), F.col("partition")
+    # the sections: the lines before the first header (from the file's first split), then
+    # one per header; each row also carries its file's splits
+    before_any = F.struct(F.lit(1).cast(LongType()).alias("start"), F.lit(0).alias("o"), section_flags(
+        F.lit(True), F.lit(None).cast(StringType()), F.lit(None), topic, partition).alias("code"))
+    heads = F.transform("h", lambda x: F.struct(
+        (x["m"] - F.col("first") + 1 + F.col("before")).alias("start"), F.lit(1).alias("o"),
+        section_flags(x["log"], x["t"], x["p"], topic, partition).alias("code")))
+    starts = splits.select(
+        *file_cols, "splits",
+        F.explode(F.concat(F.when(F.col("first_split"), F.array(before_any)).otherwise(F.array().cast(
+            "array<struct<start:bigint,o:int,code:bigint>>")), heads)).alias("x"))
+    order = Window.partitionBy("file_id").orderBy("x.start", "x.o")
+    sections = starts.select(
+        *file_cols, "splits", F.col("x.start").alias("start"), F.col("x.code").alias("code"),
+        (F.row_number().over(order) - 1).alias("sec"),
+        F.coalesce(F.lead("x.start").over(order) - 1, F.col("total")).alias("end"),
+    ).filter(F.col("end") >= F.col("start"))
+    # each section, in the buckets of each split of its file it reaches
+    reach = sections.select(*file_cols, F.struct("start", "sec", "code", "end").alias("s"),
+                            F.explode("splits").alias("p"))
+    before, n, first = F.col("p.before"), F.col("p.n"), F.col("p.first")
+    lo, hi = F.greatest(F.col("s.start"), before + 1), F.least(F.col("s.end"), before + n)
+    to_mono = first - 1 - before
+    reached = reach.filter(lo <= hi).select(
+        *file_cols, "s", F.col("p.uri").alias("uri"), F.col("p.block_start").alias("block_start"),
+        F.col("p.first").alias("first"), F.col("p.before").alias("before"),
+        F.explode(F.sequence(F.shiftright(lo + to_mono, LOOKUP_BITS), F.shiftright(hi + to_mono, LOOKUP_BITS)))
+        .alias("mk"))
+    return reached.groupBy("uri", "block_start", "mk", *file_cols, "first", "before").agg(
+        F.array_sort(F.collect_list("s")).alias("secs"))
+
+
+def _owners(placed: DataFrame) -> DataFrame:
+    """:data:`LINE_COLUMNS` of numbered and placed lines (``file_id, line_number, text, sec,
+    in_log, has_problem, tail``) of files with record lines: each line's batch line, the
+    last known line before it, and whether the file has legacy batch lines, from one window
+    per file ordered by line number (a shuffle of these files' lines)."""
     t = g.stripped(F.col("text"))
     kind = g.line_kind(t)
-    in_file = Window.partitionBy("file_id").orderBy("block_start", "mono")
+    in_file = Window.partitionBy("file_id").orderBy("line_number")
     running = in_file.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    numbered = raw.select(
-        "file_id", "text", "tails",
-        F.row_number().over(in_file).cast(LongType()).alias("line_number"),
-        F.when(kind == "header", section_code(F.col("text"), F.col("topic"), F.col("partition"))).alias("_hdr"),
+    marked = placed.select(
+        "*",
         F.when(kind == "header", F.lit(False)).when(kind.isin(*g.BATCH_KINDS), F.lit(True)).alias("_batch"),
-        F.when(kind.isin(*g.BATCH_KINDS), needs_records(F.col("text"))).alias("_needs"),
+        # (as read whole: a batch line counts the lines under it when there are any, i.e. the
+        # next line starts no group)
+        F.when(kind.isin(*g.BATCH_KINDS), needs_records(F.col("text")) & ~F.coalesce(
+            F.lead(kind.isin("header", *g.BATCH_KINDS)).over(in_file), F.lit(True))).alias("_needs"),
         (kind == "batch_legacy").alias("_legacy"),
         is_known_payload(t, kind).alias("_known"),
-        section_code(None, F.col("topic"), F.col("partition")).alias("_before"),
-        "block_start", "mono",
     )
-    carried = numbered.select(
-        "file_id", "line_number", "text", "_before", "tails",
-        F.count("_hdr").over(running).cast(IntegerType()).alias("sec"),
-        F.last("_hdr", ignorenulls=True).over(running).alias("_h"),
+    carried = marked.select(
+        "file_id", "line_number", "text", "sec", "in_log", "has_problem", "tail",
         F.last(F.when(F.col("_batch").isNotNull(), F.struct(
             "_batch", F.col("line_number").alias("line"), "_needs")), ignorenulls=True).over(running).alias("_g"),
         F.last("_known", ignorenulls=True).over(running).alias("known_prev"),
         F.max(F.col("_legacy").cast(IntegerType())).over(Window.partitionBy("file_id")).alias("_any_legacy"),
     )
-    code = F.coalesce(F.col("_h"), F.col("_before"))
-    sec_end = F.max("line_number").over(Window.partitionBy("file_id", "sec"))
     return carried.select(
-        "file_id", "line_number", "text", "sec",
-        (code.bitwiseAND(F.lit(_IN_LOG)) != 0).alias("in_log"), (code.bitwiseAND(F.lit(_PROBLEM)) != 0).alias("has_problem"),
-        (F.col("tails") & (sec_end - F.col("line_number") < TAIL_LINES)).alias("tail"),
+        "file_id", "line_number", "text", "sec", "in_log", "has_problem", "tail",
         F.when(F.col("_g._batch"), F.col("_g.line")).alias("owner"),
         F.coalesce(F.col("_g._batch") & F.col("_g._needs"), F.lit(False)).alias("owner_needs_records"),
         "known_prev", (F.col("_any_legacy") == 1).alias("file_has_legacy"),
