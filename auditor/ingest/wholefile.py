@@ -381,9 +381,9 @@ def _large_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]], ta
         F.lit("internal error: a line of a large file has no position: "), F.col("uri"))).cast(BooleanType()))
     number = (F.col("mono") - F.col("first") + 1 + F.col("before")).alias("line_number")
     numbered = keyed.select(listed_file_id().alias("file_id"), "text", "tails", "secs", deep.alias("deep"), number)
-    # (both kinds of file read the same columns of the table: one broadcast, built once; each
-    # looks its lines up after the split, so neither computes the other's)
-    # as a whole file without record lines: no line needs the batch line it belongs to
+    # Both kinds of file read the same columns of the table (one broadcast, built once), and
+    # each looks its lines up after the split (neither computes the other's). A file without
+    # record lines is as read whole: no line needs the batch line it belongs to.
     shallow = _placed(numbered.filter(~F.col("deep"))).select(
         "*", F.lit(None).cast(LongType()).alias("owner"), F.lit(False).alias("owner_needs_records"),
         F.lit(None).cast(BooleanType()).alias("known_prev"), F.lit(False).alias("file_has_legacy"))
