@@ -379,7 +379,12 @@ def _large_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]], ta
     # (a line with no row in the table fails the run instead of being dropped by a filter)
     deep = F.coalesce(F.col("deep"), F.raise_error(F.concat(
         F.lit("internal error: a line of a large file has no position: "), F.col("uri"))).cast(BooleanType()))
-    number = (F.col("mono") - F.col("first") + 1 + F.col("before")).alias("line_number")
+    # (within one query both scans split the files alike; were they ever not, a line's
+    # position would fall outside its split's, and the run fails instead of misnumbering)
+    inside = (F.col("mono") >= F.col("first")) & (F.col("mono") < F.col("first") + F.col("n"))
+    number = F.when(inside, F.col("mono") - F.col("first") + 1 + F.col("before")).otherwise(F.raise_error(
+        F.concat(F.lit("internal error: a line of a large file is outside its split: "), F.col("uri")))
+        .cast(LongType())).alias("line_number")
     numbered = keyed.select(listed_file_id().alias("file_id"), "text", "tails", "secs", deep.alias("deep"), number)
     # Both kinds of file read the same columns of the table (one broadcast, built once), and
     # each looks its lines up after the split (neither computes the other's). A file without
@@ -409,8 +414,8 @@ def _positions(lines: DataFrame, listed: DataFrame) -> DataFrame:
     """The lookup table of :func:`_large_files`: one row per ``(uri, block_start, mk)``, a
     bucket of a split's positions (``mk = mono >> LOOKUP_BITS``), with the file's
     ``file_id, tails``, its number of lines (``total``), whether it has a record, legacy or
-    payload line (``deep``), the split's ``first`` mono and the lines ``before`` it in its
-    file, and ``secs``: the sections holding the bucket's lines, ``(start, sec, code,
+    payload line (``deep``), the split's ``first`` mono, its ``n`` lines and the lines
+    ``before`` it in its file, and ``secs``: the sections holding the bucket's lines, ``(start, sec, code,
     end)`` by ``start`` (line numbers; section 0 is the lines before the first header)."""
     x = F.col("text")
     path = g.header_path(g.stripped(x))
@@ -459,10 +464,10 @@ def _positions(lines: DataFrame, listed: DataFrame) -> DataFrame:
     to_mono = first - 1 - before
     reached = reach.filter(lo <= hi).select(
         *file_cols, "s", F.col("p.uri").alias("uri"), F.col("p.block_start").alias("block_start"),
-        F.col("p.first").alias("first"), F.col("p.before").alias("before"),
+        F.col("p.first").alias("first"), F.col("p.n").alias("n"), F.col("p.before").alias("before"),
         F.explode(F.sequence(F.shiftright(lo + to_mono, LOOKUP_BITS), F.shiftright(hi + to_mono, LOOKUP_BITS)))
         .alias("mk"))
-    return reached.groupBy("uri", "block_start", "mk", *file_cols, "first", "before").agg(
+    return reached.groupBy("uri", "block_start", "mk", *file_cols, "first", "n", "before").agg(
         F.array_sort(F.collect_list("s")).alias("secs"))
 
 
