@@ -54,7 +54,7 @@ def read_text_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]],
         return local_frame(spark, [], "file_id int, block_start bigint, mono bigint, text string"
                            + (", topic string, partition int" if folders else "")
                            + (", tails boolean" if tails is not None else ""))
-    raw = load_paths(spark.read.schema(_VALUE).format("text"), [f.path for _, f in files])
+    raw = text_source(spark, files)
     # (block_start, mono) are taken in the scan itself, before any join can move a row.
     return with_file_ids(spark, raw, files, raw.select(
         F.col("_metadata.file_path").alias("uri"),
@@ -151,6 +151,12 @@ def _contents_table(ids: list[int], bodies: list[bytes]) -> pa.Table:
 
 
 _VALUE = StructType([StructField("value", StringType())])
+
+
+def text_source(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) -> DataFrame:
+    """Spark's text source over ``files`` (one ``value`` column, a row per line), the path
+    list handed to the JVM in one call (:func:`load_paths`)."""
+    return load_paths(spark.read.schema(_VALUE).format("text"), [f.path for _, f in files])
 
 
 def load_paths(reader: DataFrameReader, paths: Sequence[str]) -> DataFrame:

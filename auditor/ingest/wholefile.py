@@ -38,18 +38,11 @@ from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    BooleanType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-)
+from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType
 
 from auditor.ingest import dump_grammar as g
 from auditor.ingest.discovery import InputFile
-from auditor.ingest.lines import listed_file_id, load_paths, uri_table, with_file_ids
+from auditor.ingest.lines import listed_file_id, load_paths, text_source, uri_table, with_file_ids
 from auditor.spark import local_frame
 
 #: Columns of :func:`read_dump_lines`.
@@ -369,7 +362,7 @@ def _large_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]], ta
     legacy or payload line, those come from one window per file ordered by line number
     (:func:`_owners`: a shuffle of that file's lines).
     """
-    raw = load_paths(spark.read.schema(_VALUE).format("text"), [f.path for _, f in files])
+    raw = text_source(spark, files)
     lines = raw.select(
         F.col("_metadata.file_path").alias("uri"), F.col("_metadata.file_block_start").alias("block_start"),
         F.monotonically_increasing_id().alias("mono"), F.col("value").alias("text"))
@@ -407,9 +400,6 @@ def _placed(numbered: DataFrame) -> DataFrame:
                         (code.bitwiseAND(F.lit(_PROBLEM)) != 0).alias("has_problem"), "tail")
 
 
-_VALUE = StructType([StructField("value", StringType())])
-
-
 def _positions(lines: DataFrame, listed: DataFrame) -> DataFrame:
     """The lookup table of :func:`_large_files`: one row per ``(uri, block_start, mk)``, a
     bucket of a split's positions (``mk = mono >> LOOKUP_BITS``), with the file's
@@ -441,8 +431,8 @@ def _positions(lines: DataFrame, listed: DataFrame) -> DataFrame:
     topic, partition = F.col("topic"), F.col("partition")
     # the sections: the lines before the first header (from the file's first split), then
     # one per header; each row also carries its file's splits
-    before_any = F.struct(F.lit(1).cast(LongType()).alias("start"), F.lit(0).alias("o"), section_flags(
-        F.lit(True), F.lit(None).cast(StringType()), F.lit(None), topic, partition).alias("code"))
+    before_any = F.struct(F.lit(1).cast(LongType()).alias("start"), F.lit(0).alias("o"),
+                          section_code(None, topic, partition).alias("code"))
     heads = F.transform("h", lambda x: F.struct(
         (x["m"] - F.col("first") + 1 + F.col("before")).alias("start"), F.lit(1).alias("o"),
         section_flags(x["log"], x["t"], x["p"], topic, partition).alias("code")))
