@@ -39,9 +39,17 @@ def archive_path() -> Path | None:
 
     # Keyed by what the JVM checks: the Java build and the jars (a reinstall changes the
     # jars directory's modification time).
+    from auditor import localfs
+
     jars = Path(pyspark.__file__).with_name("jars")
     stamp = jars.stat().st_mtime_ns if jars.is_dir() else 0
-    key = hashlib.sha256(f"{pyspark.__version__}|{jars}|{stamp}|{_java_executable()}".encode()).hexdigest()[:16]
+    # ... and the local file system's jar, first on the class path when it is built
+    # (auditor.localfs): an archive recorded without it would not match, nor one recorded
+    # with an older build of it.
+    fs_jar = localfs.built_jar()
+    fs_stamp = f"{fs_jar}|{fs_jar.stat().st_mtime_ns}" if fs_jar is not None else "-"
+    key = hashlib.sha256(
+        f"{pyspark.__version__}|{jars}|{stamp}|{_java_executable()}|{fs_stamp}".encode()).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "log-auditor" / f"spark-classes-{key}.jsa"
 

@@ -255,16 +255,27 @@ def recover_command(out: str) -> None:
 
 
 @main.command("warm-up")
-@click.option("--force", is_flag=True, help="Build the archive again even when it exists.")
+@click.option("--force", is_flag=True, help="Build the jar and the archive again even when they exist.")
 def warm_up_command(force: bool) -> None:
-    """Record the classes Spark's JVM loads, so that later audits start faster.
+    """Build what makes later audits faster: the local file system's jar and the archive
+    of the classes Spark's JVM loads.
 
-    Audits a tiny simulated snapshot once and keeps the JVM's class-data-sharing archive
-    in ~/.cache/log-auditor/ (scripts/setup.sh runs this). Audits work without it, only
-    slower to start. AUDITOR_CLASS_ARCHIVE=0 turns the archive off.
+    Compiles Hadoop's local file system without a child process per file it writes
+    (auditor.localfs; needs javac), then audits a tiny simulated snapshot once and keeps
+    the JVM's class-data-sharing archive. Both live in ~/.cache/log-auditor/
+    (scripts/setup.sh runs this). Audits work without them, only slower.
+    AUDITOR_LOCAL_FS=0 and AUDITOR_CLASS_ARCHIVE=0 turn them off.
     """
-    from auditor import classarchive
+    from auditor import classarchive, localfs
 
+    jar = localfs.jar_path()
+    if jar is not None and (force or not jar.is_file()):
+        try:
+            localfs.build()
+            click.echo(f"warm-up: local file system built: {jar}")
+        except Exception as exc:  # audits still work with Hadoop's own
+            click.echo(f"warm-up: could not build the local file system ({exc}); audits will use Hadoop's, "
+                       "which starts a process per file it writes", err=True)
     path = classarchive.archive_path()
     if path is None:
         click.echo(f"warm-up: the class archive is off ({classarchive.ENV}=0)")

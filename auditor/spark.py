@@ -181,6 +181,12 @@ def build_session(
         # executor options.)
         settings["spark.driver.extraJavaOptions"] = " ".join(java_options)
     settings.update(conf or {})
+    if local and not _launched_by_spark_submit():
+        # Hadoop's local file system without a `chmod` child process per file a write
+        # creates (auditor.localfs; only when `auditor warm-up` has built its jar).
+        from auditor import localfs
+
+        settings.update(localfs.session_conf(settings))
     if not local:
         # Executors in their own JVMs take only the cluster's and these options: without
         # this flag they run the scan's wide generated methods interpreted (measured on the
