@@ -16,6 +16,20 @@ FIXTURES = Path(__file__).parent / "fixtures"
 DUMPS = FIXTURES / "dumps"
 
 
+#: The test files that take longest (a minute or more each on 2 cores, `scripts/test.sh
+#: --durations=0`, 2026-11-26), longest first. They are collected first: pytest-xdist's
+#: `--dist loadfile` hands files to its two workers in collection order, so the long ones
+#: start early and the workers end within a small file of each other (in alphabetical
+#: order the last long file ran ~50 s after the other worker had finished).
+SLOW_FIRST = ("test_cluster.py", "test_incremental.py", "test_concurrency.py", "test_drill_model.py",
+              "test_run.py", "test_dump_formats.py", "test_spark_submit.py", "test_overtime.py", "test_checks.py")
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     from auditor.spark import SMALL_TABLE_CONF, build_session
@@ -41,11 +55,18 @@ def spark() -> Iterator[object]:
 def large_input(spark: object) -> Iterator[None]:
     """Run the block with the settings a large input runs with (the session's base settings,
     else Spark's own: code generation on, the broadcasts the code asks for), instead of the
-    session's small-input ones."""
+    session's small-input ones; and every stored frame read back by a Parquet scan, as a
+    large input's frames are (none is small enough to become a local relation)."""
+    from auditor import materialise
     from auditor.spark import BASE_CONF, SMALL_TABLE_CONF, session_conf
 
-    with session_conf(spark, {key: BASE_CONF.get(key) for key in SMALL_TABLE_CONF}):  # type: ignore[arg-type]
-        yield
+    rows = materialise.SMALL_FRAME_ROWS
+    materialise.SMALL_FRAME_ROWS = -1
+    try:
+        with session_conf(spark, {key: BASE_CONF.get(key) for key in SMALL_TABLE_CONF}):  # type: ignore[arg-type]
+            yield
+    finally:
+        materialise.SMALL_FRAME_ROWS = rows
 
 
 def write(path: Path, text: str) -> Path:

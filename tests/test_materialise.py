@@ -14,21 +14,33 @@ T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
 @pytest.mark.spark
-def test_frames_of_one_cut_point_come_back_unchanged(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("small_rows", [10_000, 1, -1])
+def test_frames_of_one_cut_point_come_back_unchanged(spark, tmp_path: Path, monkeypatch, small_rows: int) -> None:  # type: ignore[no-untyped-def]
+    """Frames come back with their rows, columns and types, nullable; small ones as rows in
+    the plan (a local relation), larger ones as a Parquet scan, and either way alike."""
+    import auditor.materialise
+
+    monkeypatch.setattr(auditor.materialise, "SMALL_FRAME_ROWS", small_rows)
     batches = spark.createDataFrame(
         [(T0, "t", 0, 1, 0, 9, None), (T0, "t", 0, 2, 10, 19, 7)],
         "snapshot timestamp, topic string, partition int, replica int, base_offset bigint, last_offset bigint, "
         "crc bigint")
     errors = spark.createDataFrame([("f.txt", 3, "unrecognised line")], "file string, line_number bigint, error string")
     empty = spark.createDataFrame([], "epoch int, start_offset bigint")
-    group = "materialise-test"
+    group = f"materialise-test-{small_rows}"
     spark.sparkContext.setJobGroup(group, group)
     stored = materialise({"batches": batches, "errors": errors, "empty": empty}, str(tmp_path), "cut")
     jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
     assert jobs == 1  # all three frames in one job
     for name, df in (("batches", batches), ("errors", errors), ("empty", empty)):
         assert stored[name].columns == df.columns
+        assert [f.dataType for f in stored[name].schema.fields] == [f.dataType for f in df.schema.fields]
+        assert all(f.nullable for f in stored[name].schema.fields)
         assert sorted(stored[name].collect()) == sorted(df.collect())
+    for name, rows in (("batches", 2), ("errors", 1)):
+        plan = stored[name]._jdf.queryExecution().executedPlan().toString()  # noqa: SLF001
+        local = rows <= small_rows
+        assert ("LocalTableScan" in plan, "FileScan parquet" in plan) == (local, not local), (name, plan)
     arrow = read_frame_arrow(str(tmp_path), "cut", "batches")
     assert arrow is not None
     assert sorted(arrow.to_pylist(), key=lambda r: r["replica"]) == [

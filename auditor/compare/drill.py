@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from auditor.ingest.discovery import InputFile
 from auditor.ingest.dumps import dedupe_batches, item_spec, pending_batches
-from auditor.materialise import materialise, read_frame, read_frame_arrow, stored_rows
+from auditor.materialise import materialise, read_frame_arrow, stored_frame, stored_rows
 from auditor.spark import local_frame, parsing, spread_out
 from auditor.summarise.digest import aggregate_specs, window_of
 
@@ -199,7 +199,7 @@ def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: 
         # inside that block for it
         rows = stored_rows(work_dir, f"{label}-items", "items")
         with spread_out(spark, rows):
-            items = read_frame(spark, work_dir, f"{label}-items", "items", items.schema)
+            items = stored_frame(spark, work_dir, f"{label}-items", "items", items.schema)
             batches = source.dumps.batches_of(items).drop("file_id").select(
                 "*", window_of(F.col("base_offset")).alias("win"))
             return _merged(batches, whole, windows, work_dir, label)
