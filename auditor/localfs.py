@@ -3,8 +3,9 @@
 Every Parquet write Spark makes (the audit's cut points) goes through Hadoop's local file
 system. Without Hadoop's native library, which pyspark does not ship, that file system sets
 the mode of each directory and file it creates by starting ``chmod`` as a child process:
-about 400 process starts per small audit, each from a JVM of several GB, on the thread that
-plans (job setup) and in the tasks (every output file and its checksum file). The class in
+some 400 process starts per small audit (608 traced over under two), each from a JVM of
+several GB, on the thread that plans (job setup) and in the tasks (every output file and
+its checksum file). The class in
 ``auditor/java`` (:data:`CLASS`) is Hadoop's local file system with the mode set through
 ``java.nio`` instead. Measured 2026-11-26 (ninth session), the demo's snapshot audited in
 one process, two sessions per variant, alternating: warm audits 12.1-13.6 s against
