@@ -111,13 +111,11 @@ def stored_frame(spark: SparkSession, work_dir: str, label: str, name: str, sche
     relation's rows as JVM objects, once per query that filters or projects it
     (:func:`auditor.spark.arrow_frame`).
     """
-    path = frame_dir(work_dir, label, name)
-    files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".parquet")) \
-        if os.path.isdir(path) else []
+    files = frame_files(work_dir, label, name)
     if not files:
         return local_frame(spark, [], schema)
     small = sum(os.path.getsize(f) for f in files) <= SMALL_FRAME_BYTES and \
-        sum(pq.ParquetFile(f).metadata.num_rows for f in files) <= SMALL_FRAME_ROWS
+        stored_rows(work_dir, label, name) <= SMALL_FRAME_ROWS
     table = read_frame_arrow(work_dir, label, name) if small else None
     if table is None or table.nbytes > LOCAL_BYTES:
         return read_frame(spark, work_dir, label, name, schema)
@@ -149,21 +147,24 @@ def read_frame(spark: SparkSession, work_dir: str, label: str, name: str, schema
     return one_partition(spark.read.schema(wrapped).parquet(path).select(f"`{name}`.*"))
 
 
-def stored_rows(work_dir: str, label: str, name: str) -> int:
-    """How many rows frame ``name`` of a stored cut point holds (from its files' footers)."""
+def frame_files(work_dir: str, label: str, name: str) -> list[str]:
+    """The Parquet files of frame ``name`` of a stored cut point, sorted by name (none when
+    it had no rows)."""
     path = frame_dir(work_dir, label, name)
     if not os.path.isdir(path):
-        return 0
-    return sum(pq.ParquetFile(os.path.join(path, f)).metadata.num_rows
-               for f in os.listdir(path) if f.endswith(".parquet"))
+        return []
+    return sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".parquet"))
+
+
+def stored_rows(work_dir: str, label: str, name: str) -> int:
+    """How many rows frame ``name`` of a stored cut point holds (from its files' footers)."""
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in frame_files(work_dir, label, name))
 
 
 def stream_frame_arrow(work_dir: str, label: str, name: str) -> pa.RecordBatchReader | None:
     """Frame ``name`` of a stored cut point as Arrow batches read one at a time (memory
     bounded by a row group, whatever the frame's size); None when it had no rows."""
-    path = frame_dir(work_dir, label, name)
-    files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".parquet")) \
-        if os.path.isdir(path) else []
+    files = frame_files(work_dir, label, name)
     if not files:
         return None
     schema = pa.schema(list(pq.read_schema(files[0]).field(name).type))
@@ -179,10 +180,7 @@ def stream_frame_arrow(work_dir: str, label: str, name: str) -> pa.RecordBatchRe
 def read_frame_arrow(work_dir: str, label: str, name: str) -> pa.Table | None:
     """Frame ``name`` of a stored cut point as an Arrow table, read without Spark; None
     when it had no rows. Row order is the files' order (sorted by name)."""
-    path = frame_dir(work_dir, label, name)
-    if not os.path.isdir(path):
-        return None
-    files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".parquet"))
+    files = frame_files(work_dir, label, name)
     if not files:
         return None
     tables = [pq.read_table(f) for f in files]
