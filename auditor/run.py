@@ -40,6 +40,7 @@ from auditor.errors import (
 from auditor.ingest.model import Snapshot
 from auditor.ingest.snapshot import SMALL_INPUT_BYTES, load_snapshot
 from auditor.materialise import (
+    COLLECT_CONF,
     keep_work_dirs,
     materialise,
     new_work_dir,
@@ -232,8 +233,10 @@ def land_run(run: ComputedRun, out: str, config: Config, writer: io.TableWriter,
 #: batches): 52 s and 107 jobs -> 34 s and 29 jobs, with -XX:TieredStopAtLevel=1 from
 #: :func:`auditor.spark.build_session`. Broadcast hints are ignored too: a broadcast, even
 #: of a local relation, is a job, where a one-partition shuffle join is a stage of the job
-#: that needs it (the demo: 29 -> 15 jobs).
-SMALL_INPUT_CONF: dict[str, str | None] = {**SMALL_TABLE_CONF, "spark.sql.shuffle.partitions": "1"}
+#: that needs it (the demo: 29 -> 15 jobs). Its cut points are collected, not written by
+#: Spark (:data:`auditor.materialise.COLLECT_CONF`).
+SMALL_INPUT_CONF: dict[str, str | None] = {**SMALL_TABLE_CONF, "spark.sql.shuffle.partitions": "1",
+                                           COLLECT_CONF: "true"}
 
 
 def is_small_input(path: str, limit: int = SMALL_INPUT_BYTES) -> bool:

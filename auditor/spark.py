@@ -133,6 +133,10 @@ def build_session(
     """
     from pyspark.sql import SparkSession
 
+    from auditor import jvmlookups
+
+    # (PySpark's lookups of JVM static methods made once, not at every column: auditor.jvmlookups)
+    jvmlookups.install()
     active = SparkSession.getActiveSession()
     if active is not None:
         return active

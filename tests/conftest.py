@@ -32,6 +32,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
+    from auditor.materialise import COLLECT_CONF
     from auditor.spark import SMALL_TABLE_CONF, build_session
 
     session = build_session("local[2]", app_name="auditor-tests", conf={
@@ -47,6 +48,8 @@ def spark() -> Iterator[object]:
         # instead of production's one keep results that depended on partitioning visible.
         # The large-input path has its own tests, under `large_input`.
         **{k: v for k, v in SMALL_TABLE_CONF.items() if v is not None},
+        # ... and its cut points collected by the driver, not written by Spark (as there)
+        COLLECT_CONF: "true",
     })
     yield session
 
@@ -54,16 +57,18 @@ def spark() -> Iterator[object]:
 @contextlib.contextmanager
 def large_input(spark: object) -> Iterator[None]:
     """Run the block with the settings a large input runs with (the session's base settings,
-    else Spark's own: code generation on, the broadcasts the code asks for), instead of the
-    session's small-input ones; and every stored frame read back by a Parquet scan, as a
-    large input's frames are (none is small enough to become a local relation)."""
+    else Spark's own: code generation on, the broadcasts the code asks for, cut points
+    written by Spark), instead of the session's small-input ones; and every stored frame
+    read back by a Parquet scan, as a large input's frames are (none is small enough to
+    become a local relation)."""
     from auditor import materialise
     from auditor.spark import BASE_CONF, SMALL_TABLE_CONF, session_conf
 
     rows = materialise.SMALL_FRAME_ROWS
     materialise.SMALL_FRAME_ROWS = -1
+    wanted = {**{key: BASE_CONF.get(key) for key in SMALL_TABLE_CONF}, materialise.COLLECT_CONF: None}
     try:
-        with session_conf(spark, {key: BASE_CONF.get(key) for key in SMALL_TABLE_CONF}):  # type: ignore[arg-type]
+        with session_conf(spark, wanted):  # type: ignore[arg-type]
             yield
     finally:
         materialise.SMALL_FRAME_ROWS = rows

@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from pyspark.sql import functions as F
 
 from auditor.materialise import materialise, read_frame_arrow, stored_rows
 from auditor.run import is_small_input
@@ -14,40 +15,49 @@ T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("collected", [True, False], ids=["collected", "written-by-spark"])
 @pytest.mark.parametrize("small_rows", [10_000, 1, -1])
-def test_frames_of_one_cut_point_come_back_unchanged(spark, tmp_path: Path, monkeypatch, small_rows: int) -> None:  # type: ignore[no-untyped-def]
+def test_frames_of_one_cut_point_come_back_unchanged(spark, tmp_path: Path, monkeypatch, small_rows: int,  # type: ignore[no-untyped-def]
+                                                     collected: bool) -> None:
     """Frames come back with their rows, columns and types, nullable; small ones as rows in
-    the plan (a local relation), larger ones as a Parquet scan, and either way alike."""
+    the plan (a local relation), larger ones as a Parquet scan, and either way alike; and
+    alike whether the cut point was collected and written by pyarrow or written by Spark."""
     import auditor.materialise
+    from auditor.spark import session_conf
 
     monkeypatch.setattr(auditor.materialise, "SMALL_FRAME_ROWS", small_rows)
-    batches = spark.createDataFrame(
-        [(T0, "t", 0, 1, 0, 9, None), (T0, "t", 0, 2, 10, 19, 7)],
-        "snapshot timestamp, topic string, partition int, replica int, base_offset bigint, last_offset bigint, "
-        "crc bigint")
-    errors = spark.createDataFrame([("f.txt", 3, "unrecognised line")], "file string, line_number bigint, error string")
-    empty = spark.createDataFrame([], "epoch int, start_offset bigint")
-    group = f"materialise-test-{small_rows}"
-    spark.sparkContext.setJobGroup(group, group)
-    stored = materialise({"batches": batches, "errors": errors, "empty": empty}, str(tmp_path), "cut")
-    jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
-    assert jobs == 1  # all three frames in one job
-    for name, df in (("batches", batches), ("errors", errors), ("empty", empty)):
-        assert stored[name].columns == df.columns
-        assert [f.dataType for f in stored[name].schema.fields] == [f.dataType for f in df.schema.fields]
-        assert all(f.nullable for f in stored[name].schema.fields)
-        assert sorted(stored[name].collect()) == sorted(df.collect())
-    for name, rows in (("batches", 2), ("errors", 1)):
-        plan = stored[name]._jdf.queryExecution().executedPlan().toString()  # noqa: SLF001
-        local = rows <= small_rows
-        assert ("LocalTableScan" in plan, "FileScan parquet" in plan) == (local, not local), (name, plan)
-    arrow = read_frame_arrow(str(tmp_path), "cut", "batches")
-    assert arrow is not None
-    assert sorted(arrow.to_pylist(), key=lambda r: r["replica"]) == [
-        {"snapshot": T0, "topic": "t", "partition": 0, "replica": 1, "base_offset": 0, "last_offset": 9, "crc": None},
-        {"snapshot": T0, "topic": "t", "partition": 0, "replica": 2, "base_offset": 10, "last_offset": 19, "crc": 7}]
-    assert read_frame_arrow(str(tmp_path), "cut", "empty") is None
-    assert [stored_rows(str(tmp_path), "cut", n) for n in ("batches", "errors", "empty")] == [2, 1, 0]
+    with session_conf(spark, {auditor.materialise.COLLECT_CONF: "true" if collected else None}):
+        batches = spark.createDataFrame(
+            [(T0, "t", 0, 1, 0, 9, None), (T0, "t", 0, 2, 10, 19, 7)],
+            "snapshot timestamp, topic string, partition int, replica int, base_offset bigint, last_offset bigint, "
+            "crc bigint")
+        errors = spark.createDataFrame([("f.txt", 3, "unrecognised line")], "file string, line_number bigint, error string")
+        empty = spark.createDataFrame([], "epoch int, start_offset bigint")
+        # fields that are never null, nested (a null struct holds them in the other frames' rows)
+        nested = spark.range(3).groupBy((F.col("id") % 2).alias("k")).agg(
+            F.count(F.lit(1)).alias("n"), F.collect_list(F.struct(F.col("id").alias("a"), F.lit("x").alias("b"))).alias("arr"))
+        group = f"materialise-test-{small_rows}-{collected}"
+        spark.sparkContext.setJobGroup(group, group)
+        stored = materialise({"batches": batches, "errors": errors, "empty": empty, "nested": nested}, str(tmp_path), "cut")
+        jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+        assert jobs == 1  # all three frames in one job
+        for name, df in (("batches", batches), ("errors", errors), ("empty", empty), ("nested", nested)):
+            assert stored[name].columns == df.columns
+            assert [f.dataType for f in stored[name].schema.fields] == [
+                f.dataType for f in auditor.materialise._nullable(df.schema).fields]  # noqa: SLF001
+            assert all(f.nullable for f in stored[name].schema.fields)
+            assert sorted(stored[name].collect()) == sorted(df.collect())
+        for name, rows in (("batches", 2), ("errors", 1)):
+            plan = stored[name]._jdf.queryExecution().executedPlan().toString()  # noqa: SLF001
+            local = rows <= small_rows
+            assert ("LocalTableScan" in plan, "FileScan parquet" in plan) == (local, not local), (name, plan)
+        arrow = read_frame_arrow(str(tmp_path), "cut", "batches")
+        assert arrow is not None
+        assert sorted(arrow.to_pylist(), key=lambda r: r["replica"]) == [
+            {"snapshot": T0, "topic": "t", "partition": 0, "replica": 1, "base_offset": 0, "last_offset": 9, "crc": None},
+            {"snapshot": T0, "topic": "t", "partition": 0, "replica": 2, "base_offset": 10, "last_offset": 19, "crc": 7}]
+        assert read_frame_arrow(str(tmp_path), "cut", "empty") is None
+        assert [stored_rows(str(tmp_path), "cut", n) for n in ("batches", "errors", "empty")] == [2, 1, 0]
 
 
 @pytest.mark.spark
