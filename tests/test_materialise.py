@@ -106,6 +106,27 @@ def test_log_sized_work_after_the_scan_is_spread_over_the_cores(spark) -> None: 
         conf.set("spark.sql.codegen.wholeStage", own["spark.sql.codegen.wholeStage"])
 
 
+@pytest.mark.spark
+def test_a_small_inputs_driver_side_tables_are_joined_without_a_shuffle(spark) -> None:  # type: ignore[no-untyped-def]
+    from auditor.spark import local_frame, small_input_plans
+
+    def joined() -> tuple[int, str]:
+        files = local_frame(spark, [(i, f"f{i}") for i in range(50)], "file_id int, rel string")
+        lines = local_frame(spark, [(i % 50, i) for i in range(200)], "file_id int, line bigint")
+        df = lines.join(files, "file_id").groupBy("rel").count()
+        assert sorted(tuple(r) for r in df.collect()) == sorted((f"f{i}", 4) for i in range(50))
+        return files.rdd.getNumPartitions(), df._jdf.queryExecution().executedPlan().toString()  # noqa: SLF001
+
+    with small_input_plans():
+        parts, plan = joined()
+        assert parts == 1 and "Exchange" not in plan, plan
+    with small_input_plans(False):
+        parts, plan = joined()
+        assert parts > 1 and "Exchange" in plan, plan
+    parts, plan = joined()  # outside: as Spark plans it
+    assert parts > 1 and "Exchange" in plan, plan
+
+
 def test_small_input_is_measured_by_bytes(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "x.txt").write_bytes(b"x" * 1000)
