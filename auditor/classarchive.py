@@ -35,23 +35,38 @@ def archive_path() -> Path | None:
         return None
     if setting:
         return Path(setting)
-    import pyspark
-
-    # Keyed by what the JVM checks: the Java build and the jars (a reinstall changes the
-    # jars directory's modification time).
+    # Keyed by what the JVM checks: the Java build and the jars (spark_build) ...
     from auditor import localfs
 
-    jars = Path(pyspark.__file__).with_name("jars")
-    stamp = jars.stat().st_mtime_ns if jars.is_dir() else 0
     # ... and the local file system's jar, first on the class path when it is built
     # (auditor.localfs): an archive recorded without it would not match, nor one recorded
     # with an older build of it.
     fs_jar = localfs.built_jar()
     fs_stamp = f"{fs_jar}|{fs_jar.stat().st_mtime_ns}" if fs_jar is not None else "-"
-    key = hashlib.sha256(
-        f"{pyspark.__version__}|{jars}|{stamp}|{_java_executable()}|{fs_stamp}".encode()).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "log-auditor" / f"spark-classes-{key}.jsa"
+    key = hashlib.sha256(f"{spark_build()}|{fs_stamp}".encode()).hexdigest()[:16]
+    return cache_dir() / f"spark-classes-{key}.jsa"
+
+
+def spark_jars() -> Path:
+    """The folder of the jars pyspark's JVM loads."""
+    import pyspark
+
+    return Path(pyspark.__file__).with_name("jars")
+
+
+def spark_build() -> str:
+    """What names the JVM pyspark starts: pyspark's version, its jars folder and that
+    folder's modification time (a reinstall changes it), and the java binary."""
+    import pyspark
+
+    jars = spark_jars()
+    stamp = jars.stat().st_mtime_ns if jars.is_dir() else 0
+    return f"{pyspark.__version__}|{jars}|{stamp}|{_java_executable()}"
+
+
+def cache_dir() -> Path:
+    """Where the auditor keeps what ``auditor warm-up`` builds (~/.cache/log-auditor)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "log-auditor"
 
 
 def _java_executable() -> str:

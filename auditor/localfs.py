@@ -39,25 +39,14 @@ CLASS_PATH_KEY = "spark.driver.extraClassPath"
 IMPL_KEY = "spark.hadoop.fs.file.impl"
 
 
-def _spark_jars() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).with_name("jars")
-
-
 def jar_path() -> Path | None:
     """Where this source's jar for this pyspark and this Java lives; None when disabled."""
     if os.environ.get(ENV, "") in ("0", "off", "false"):
         return None
-    import pyspark
+    from auditor.classarchive import cache_dir, spark_build
 
-    from auditor.classarchive import _java_executable
-
-    jars = _spark_jars()
-    stamp = jars.stat().st_mtime_ns if jars.is_dir() else 0
-    key = hashlib.sha256(SOURCE.read_bytes() + f"|{pyspark.__version__}|{jars}|{stamp}|{_java_executable()}".encode())
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "log-auditor" / f"local-fs-{key.hexdigest()[:16]}.jar"
+    key = hashlib.sha256(SOURCE.read_bytes() + f"|{spark_build()}".encode())
+    return cache_dir() / f"local-fs-{key.hexdigest()[:16]}.jar"
 
 
 def built_jar() -> Path | None:
@@ -102,9 +91,11 @@ def build() -> Path | None:
     javac = _javac()
     if javac is None:
         raise RuntimeError("no Java compiler (javac, from a JDK) was found")
-    hadoop = sorted(_spark_jars().glob("hadoop-client-api-*.jar"))
+    from auditor.classarchive import spark_jars
+
+    hadoop = sorted(spark_jars().glob("hadoop-client-api-*.jar"))
     if not hadoop:
-        raise RuntimeError(f"no hadoop-client-api jar under {_spark_jars()}")
+        raise RuntimeError(f"no hadoop-client-api jar under {spark_jars()}")
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="auditor-local-fs-") as tmp:
         done = subprocess.run([javac, "--release", "17", "-nowarn", "-cp", os.pathsep.join(map(str, hadoop)),
