@@ -84,15 +84,17 @@ def materialise(frames: dict[str, DataFrame], work_dir: str, label: str) -> dict
     context.setJobDescription(f"{label}: {', '.join(frames)}")  # names the job in Spark's UI and event log
     try:
         if collect:
-            _write_collected(union.toArrow(), list(frames), work_dir, label)
+            collected = _write_collected(union.toArrow(), list(frames), work_dir, label)
         else:
+            collected = {}
             # (Written without a sort: see ``spark.sql.maxConcurrentOutputFileWriters`` in
             # :data:`auditor.spark.BASE_CONF`. Row groups of 32 MB bound each open file's buffer.)
             union.write.mode("overwrite").option("parquet.block.size", 32 << 20).partitionBy(TAG).parquet(
                 os.path.join(work_dir, label))
     finally:
         context.setJobDescription(None)  # type: ignore[arg-type]
-    return {name: stored_frame(spark, work_dir, label, name, df.schema) for name, df in frames.items()}
+    return {name: stored_frame(spark, work_dir, label, name, df.schema, rows=collected.get(name))
+            for name, df in frames.items()}
 
 
 #: A session setting: "true" while the cut points being computed are a small input's
@@ -114,17 +116,21 @@ def _as_struct(df: DataFrame, name: str, *, nullable: bool) -> Column:
     return (struct.cast(_nullable(df.schema)) if nullable else struct).alias(name)
 
 
-def _write_collected(table: pa.Table, names: list[str], work_dir: str, label: str) -> None:
+def _write_collected(table: pa.Table, names: list[str], work_dir: str, label: str) -> dict[str, pa.Table]:
     """Write a collected cut point's frames as Parquet files where a Spark write puts them
-    (a frame without rows gets no folder, as there)."""
+    (a frame without rows gets no folder, as there); returns each written frame's rows (as
+    :func:`read_frame_arrow` would read them back)."""
     shutil.rmtree(os.path.join(work_dir, label), ignore_errors=True)  # as a Spark write's "overwrite"
     tags = table.column(TAG)
+    written = {}
     for name in names:
         rows = table.filter(pc.equal(tags, name)).select([name])
         if rows.num_rows:
             os.makedirs(frame_dir(work_dir, label, name))
             pq.write_table(rows, os.path.join(frame_dir(work_dir, label, name), "part-00000.parquet"),
                            row_group_size=1 << 20)
+            written[name] = pa.Table.from_struct_array(rows.column(name).combine_chunks())
+    return written
 
 
 #: A stored frame of at most this many rows, and at most :data:`SMALL_FRAME_BYTES` of
@@ -134,10 +140,12 @@ SMALL_FRAME_ROWS = 10_000
 SMALL_FRAME_BYTES = 1 << 20
 
 
-def stored_frame(spark: SparkSession, work_dir: str, label: str, name: str, schema: StructType) -> DataFrame:
+def stored_frame(spark: SparkSession, work_dir: str, label: str, name: str, schema: StructType,
+                 rows: pa.Table | None = None) -> DataFrame:
     """Frame ``name`` of a stored cut point, with ``schema`` (nullable, as Parquet reads it
-    back): a small one as a local relation of its rows, read by the driver with pyarrow;
-    a larger one as a Parquet scan (:func:`read_frame`).
+    back): a small one as a local relation of its rows, read by the driver with pyarrow
+    (or ``rows``, the stored rows the caller already holds); a larger one as a Parquet scan
+    (:func:`read_frame`).
 
     Why: most frames of most audits hold a few rows to a few thousand (per-replica facts,
     findings, lineage). A Parquet scan of each costs the planning thread a broadcast of the
@@ -154,8 +162,8 @@ def stored_frame(spark: SparkSession, work_dir: str, label: str, name: str, sche
     if not files:
         return local_frame(spark, [], schema)
     small = sum(os.path.getsize(f) for f in files) <= SMALL_FRAME_BYTES and \
-        stored_rows(work_dir, label, name) <= SMALL_FRAME_ROWS
-    table = read_frame_arrow(work_dir, label, name) if small else None
+        (rows.num_rows if rows is not None else stored_rows(work_dir, label, name)) <= SMALL_FRAME_ROWS
+    table = (rows if rows is not None else read_frame_arrow(work_dir, label, name)) if small else None
     if table is None or table.nbytes > LOCAL_BYTES:
         return read_frame(spark, work_dir, label, name, schema)
     struct = _nullable(schema)
