@@ -36,12 +36,12 @@ def archive_path() -> Path | None:
     if setting:
         return Path(setting)
     # Keyed by what the JVM checks: the Java build and the jars (spark_build) ...
-    from auditor import localfs
+    from auditor import localjar
 
-    # ... and the local file system's jar, first on the class path when it is built
-    # (auditor.localfs): an archive recorded without it would not match, nor one recorded
+    # ... and the auditor's own jar, first on the class path when it is built
+    # (auditor.localjar): an archive recorded without it would not match, nor one recorded
     # with an older build of it.
-    fs_jar = localfs.built_jar()
+    fs_jar = localjar.built_jar()
     fs_stamp = f"{fs_jar}|{fs_jar.stat().st_mtime_ns}" if fs_jar is not None else "-"
     key = hashlib.sha256(f"{spark_build()}|{fs_stamp}".encode()).hexdigest()[:16]
     return cache_dir() / f"spark-classes-{key}.jsa"

@@ -257,25 +257,26 @@ def recover_command(out: str) -> None:
 @main.command("warm-up")
 @click.option("--force", is_flag=True, help="Build the jar and the archive again even when they exist.")
 def warm_up_command(force: bool) -> None:
-    """Build what makes later audits faster: the local file system's jar and the archive
-    of the classes Spark's JVM loads.
+    """Build what makes later audits faster: the auditor's jar and the archive of the
+    classes Spark's JVM loads.
 
-    Compiles Hadoop's local file system without a child process per file it writes
-    (auditor.localfs; needs javac), then audits a tiny simulated snapshot once and keeps
-    the JVM's class-data-sharing archive. Both live in ~/.cache/log-auditor/
-    (scripts/setup.sh runs this). Audits work without them, only slower.
-    AUDITOR_LOCAL_FS=0 and AUDITOR_CLASS_ARCHIVE=0 turn them off.
+    Compiles the auditor's Java classes (auditor.localjar; needs javac: Hadoop's local file
+    system without a child process per file it writes, and a planner rule for small
+    inputs' one-partition plans), then audits a tiny simulated snapshot once and keeps the
+    JVM's class-data-sharing archive. Both live in ~/.cache/log-auditor/ (scripts/setup.sh
+    runs this). Audits work without them, only slower.
+    AUDITOR_LOCAL_JAR=0 and AUDITOR_CLASS_ARCHIVE=0 turn them off.
     """
-    from auditor import classarchive, localfs
+    from auditor import classarchive, localjar
 
-    jar = localfs.jar_path()
+    jar = localjar.jar_path()
     if jar is not None and (force or not jar.is_file()):
         try:
-            localfs.build()
-            click.echo(f"warm-up: local file system built: {jar}")
-        except Exception as exc:  # audits still work with Hadoop's own
-            click.echo(f"warm-up: could not build the local file system ({exc}); audits will use Hadoop's, "
-                       "which starts a process per file it writes", err=True)
+            localjar.build()
+            click.echo(f"warm-up: the auditor's jar built: {jar}")
+        except Exception as exc:  # audits still work with Hadoop's own and Spark's plans
+            click.echo(f"warm-up: could not build the auditor's jar ({exc}); audits will use Hadoop's local "
+                       "file system, which starts a process per file it writes", err=True)
     path = classarchive.archive_path()
     if path is None:
         click.echo(f"warm-up: the class archive is off ({classarchive.ENV}=0)")

@@ -51,6 +51,7 @@ from auditor.sinks import commit, schemas
 from auditor.sinks import delta as io
 from auditor.sinks.runview import findings_by_check
 from auditor.spark import (
+    ONE_PARTITION_CONF,
     SMALL_TABLE_CONF,
     fit_shuffle_partitions,
     is_local_master,
@@ -238,9 +239,10 @@ def land_run(run: ComputedRun, out: str, config: Config, writer: io.TableWriter,
 #: :func:`auditor.spark.build_session`. Broadcast hints are ignored too: a broadcast, even
 #: of a local relation, is a job, where a one-partition shuffle join is a stage of the job
 #: that needs it (the demo: 29 -> 15 jobs). Its cut points are collected, not written by
-#: Spark (:data:`auditor.materialise.COLLECT_CONF`).
+#: Spark (:data:`auditor.materialise.COLLECT_CONF`). With the auditor's jar, its shuffles
+#: into that one partition are coalesces (:data:`auditor.spark.ONE_PARTITION_CONF`).
 SMALL_INPUT_CONF: dict[str, str | None] = {**SMALL_TABLE_CONF, "spark.sql.shuffle.partitions": "1",
-                                           COLLECT_CONF: "true"}
+                                           COLLECT_CONF: "true", **ONE_PARTITION_CONF}
 
 
 def is_small_input(path: str, limit: int = SMALL_INPUT_BYTES) -> bool:

@@ -187,10 +187,11 @@ def build_session(
     settings.update(conf or {})
     if local and not _launched_by_spark_submit():
         # Hadoop's local file system without a `chmod` child process per file a write
-        # creates (auditor.localfs; only when `auditor warm-up` has built its jar).
-        from auditor import localfs
+        # creates, and the one-partition shuffle rule (auditor.localjar; only when
+        # `auditor warm-up` has built its jar).
+        from auditor import localjar
 
-        settings.update(localfs.session_conf(settings))
+        settings.update(localjar.session_conf(settings))
     if not local:
         # Executors in their own JVMs take only the cluster's and these options: without
         # this flag they run the scan's wide generated methods interpreted (measured on the
@@ -383,6 +384,13 @@ REPLICA_SIZED_CONF: dict[str, str | None] = {
     # estimate of each side stays below this; estimates after a few joins are wild guesses.
     "spark.sql.maxSinglePartitionBytes": str(2**62),
 }
+#: The session setting of the one-partition shuffle rule (``auditor.localjar``: a shuffle
+#: into one partition becomes a coalesce into one; inert without the auditor's jar). On for
+#: a small input's whole audit and for the work after the scan when it runs in one
+#: partition (:func:`replica_sized`); off wherever text is parsed at scale (:func:`parsing`).
+ONE_PARTITION_SHUFFLES = "spark.auditor.onePartitionShuffles"
+#: What :func:`replica_sized` adds when the work after the scan runs in one partition.
+ONE_PARTITION_CONF: dict[str, str | None] = {ONE_PARTITION_SHUFFLES: "true"}
 #: Replicas per shuffle partition after the scan.
 REPLICAS_PER_PARTITION = 50_000
 #: Up to this many replicas, the work after the scan runs in one partition (:func:`one_partition`).
@@ -433,7 +441,7 @@ def replica_sized(spark: SparkSession, replicas: int) -> Iterator[None]:
     # and keep the session's code generation: interpreting every expression over 300,000
     # replicas cost more than compiling (the 100,000-partition audit 201 -> 187 s, its first
     # engine cut 12.7 -> 6.5 s).
-    conf = REPLICA_SIZED_CONF if replicas <= ONE_PARTITION_REPLICAS else {
+    conf = {**REPLICA_SIZED_CONF, **ONE_PARTITION_CONF} if replicas <= ONE_PARTITION_REPLICAS else {
         k: v for k, v in REPLICA_SIZED_CONF.items() if k not in CODEGEN_CONF}
     with session_conf(spark, {**conf, "spark.sql.shuffle.partitions": str(partitions)}) as saved:
         token = _PARSE_CONF.set(saved)

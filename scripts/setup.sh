@@ -10,9 +10,9 @@ if ! command -v java >/dev/null 2>&1; then
     $SUDO apt-get update -q
     $SUDO apt-get install -y -q openjdk-17-jdk-headless
 elif ! command -v javac >/dev/null 2>&1 && [ -z "${JAVA_HOME:-}" ]; then
-    # The JDK's compiler builds the auditor's local file system (auditor/localfs.py) at
-    # warm-up; without it audits still run, on Hadoop's own (a process per file written).
-    echo "setup: installing Java 17's compiler (for the auditor's local file system)" >&2
+    # The JDK's compiler builds the auditor's jar (auditor/localjar.py) at warm-up; without
+    # it audits still run, on Hadoop's local file system (a process per file written).
+    echo "setup: installing Java 17's compiler (for the auditor's jar)" >&2
     { $SUDO apt-get update -q && $SUDO apt-get install -y -q openjdk-17-jdk-headless; } \
         || echo "setup: could not install javac; audits use Hadoop's local file system" >&2
 fi
@@ -23,6 +23,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[dev]'
-# Build the local file system's jar and record the classes Spark's JVM loads (once per
+# Build the auditor's jar and record the classes Spark's JVM loads (once per
 # machine, ~40 s): later audits start and write faster.
 .venv/bin/auditor warm-up || echo "setup: warm-up failed; audits still work, they start slower" >&2
