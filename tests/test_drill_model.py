@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
@@ -163,7 +164,9 @@ def test_summaries_and_drill_down_match_the_model(spark, tmp_path_factory, monke
     """Both ways a drill-down gets its batches: from the scan's rows (a small input) and by
     reading the files that hold them again (a large one, whose drilled batches are then
     handled as log-sized, and where odd brokers keep all their dumps in one per-broker
-    file)."""
+    file). The same snapshot holds three hand-made partitions whose windows differ only in
+    content (:func:`_write_content_cases`): one audit per way for both (each audit of a
+    large input's way costs the suite ~35 s)."""
     input_size = _batches_in_scan(spark, monkeypatch, batches_in_scan)
     monkeypatch.setattr(digest, "WINDOW_BITS", 2)
     monkeypatch.setattr(wholefile, "TAIL_LINES", 2)
@@ -187,8 +190,10 @@ def test_summaries_and_drill_down_match_the_model(spark, tmp_path_factory, monke
                 folder = root / f"broker={rid}" / "data" / f"h{i}-0"
                 original = sorted(folder.glob("*.log.txt"))[-1]
                 (folder / ("again-" + original.name)).write_text(original.read_text())
-    write_describe(root, {f"h{i}": [PartitionMeta(0, d.history.leader, tuple(d.logs), tuple(d.logs))]
-                          for i, d in enumerate(ds)})
+    content = _write_content_cases(root)
+    write_describe(root, {**{f"h{i}": [PartitionMeta(0, d.history.leader, tuple(d.logs), tuple(d.logs))]
+                             for i, d in enumerate(ds)},
+                          **{t: [PartitionMeta(0, 1, (1, 2), (1, 2))] for t in content}})
     if not batches_in_scan:
         # Odd brokers' dumps in one multi-section file per broker, as the collector's
         # --per-broker-file writes them: a drill-down reads such a file whole but parses
@@ -227,6 +232,7 @@ def test_summaries_and_drill_down_match_the_model(spark, tmp_path_factory, monke
                     assert r.records_to_truncate == removed, (topic, rid, d)
             assert sorted(lineage.get((topic, rid), [])) == want_lineage[rid], (topic, rid, d)
         assert {g[1:] for g in got if g[0] == topic} == want_found, (topic, d)
+    _check_content_cases(tables)
 
 
 def test_only_the_newest_segments_of_a_partition_folder_mark_their_tails() -> None:
@@ -277,23 +283,22 @@ def _batches_in_scan(spark: object, monkeypatch: pytest.MonkeyPatch, on: bool) -
     return large_input(spark)
 
 
-@pytest.mark.parametrize("batches_in_scan", [True, False], ids=["batches-in-scan", "files-read-again"])
-def test_a_window_that_differs_only_in_content_is_drilled(spark, tmp_path, monkeypatch, batches_in_scan) -> None:  # type: ignore[no-untyped-def]
-    """Windows equal in count but not in content are compared batch by batch, away from
-    every truncation probe: a follower whose batch 9 has another CRC (window 8-11 of 4
-    offsets), and a follower lagging within the tail whose last batch has another CRC
-    (the tail prefix must match on digests, not only on counts)."""
-    input_size = _batches_in_scan(spark, monkeypatch, batches_in_scan)
-    monkeypatch.setattr(digest, "WINDOW_BITS", 2)
-    monkeypatch.setattr(wholefile, "TAIL_LINES", 2)
+def _write_content_cases(root: Path) -> list[str]:
+    """Windows equal in count but not in content, away from every truncation probe: a
+    follower whose batch 9 has another CRC (window 8-11 of 4 offsets), and a follower lagging
+    within the tail whose last batch has another CRC (the tail prefix must match on digests,
+    not only on counts); and a healthy partition beside them. Returns their topics."""
     spans = [(i, i, 1) for i in range(20)]
-    write_partition(tmp_path, "middle", 0, {1: Replica(spans, 20), 2: Replica(spans, 20, salt={9: "x"})})
-    write_partition(tmp_path, "lagging", 0, {1: Replica(spans, 18), 2: Replica(spans[:18], 18, salt={17: "x"})})
-    write_partition(tmp_path, "healthy", 0, {1: Replica(spans, 18), 2: Replica(spans[:18], 18)})
-    write_describe(tmp_path, {t: [PartitionMeta(0, 1, (1, 2), (1, 2))] for t in ("middle", "lagging", "healthy")})
-    with input_size:
-        tables = audit(load_snapshot(spark, str(tmp_path)), "epoch", run_id="content")
-    rows = {r.topic: r for r in tables["replica_status"].filter(F.col("replica") == 2).collect()}
+    write_partition(root, "middle", 0, {1: Replica(spans, 20), 2: Replica(spans, 20, salt={9: "x"})})
+    write_partition(root, "lagging", 0, {1: Replica(spans, 18), 2: Replica(spans[:18], 18, salt={17: "x"})})
+    write_partition(root, "healthy", 0, {1: Replica(spans, 18), 2: Replica(spans[:18], 18)})
+    return ["middle", "lagging", "healthy"]
+
+
+def _check_content_cases(tables: dict) -> None:  # type: ignore[type-arg]
+    """The windows that differ only in content are compared batch by batch (:func:`_write_content_cases`)."""
+    rows = {r.topic: r for r in tables["replica_status"].filter(
+        (F.col("replica") == 2) & F.col("topic").isin("middle", "lagging", "healthy")).collect()}
     assert (rows["middle"].divergence_offset, rows["middle"].status) == (9, "silent_divergence")
     assert rows["lagging"].divergence_offset == 17
     assert rows["healthy"].divergence_offset is None and rows["healthy"].status != "silent_divergence"
