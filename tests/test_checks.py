@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from auditor import audit, load_snapshot
+from auditor import load_snapshot
 from auditor.config import AllowRule, Config
 from auditor.run import _finding_summary
 from auditor.simulator.kafka_text import (
@@ -19,6 +19,7 @@ from auditor.simulator.kafka_text import (
     content_crc,
     dump_segment,
 )
+from tests.conftest import production_audit
 from tests.scenarios import Replica, add_hwm, write_describe, write_partition
 
 pytestmark = pytest.mark.spark
@@ -80,7 +81,7 @@ def checked(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
                                         "compacted-edge": {"cleanup.policy": "compact"}})
     config = Config(severity={"FOLLOWER_LAG": "WARNING"},
                     allowlist=(AllowRule("ISR_INCOMPLETE", topic="isr", partition=0, replica=2),))
-    return audit(load_snapshot(spark, str(root)), run_id="checks", config=config)
+    return production_audit(load_snapshot(spark, str(root)), run_id="checks", config=config)
 
 
 def found(tables, topic: str, partition: int = 0) -> set[tuple]:  # type: ignore[no-untyped-def,type-arg]

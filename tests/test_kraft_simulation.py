@@ -10,9 +10,10 @@ import json
 import pytest
 from pyspark.sql import functions as F
 
-from auditor import audit, load_snapshot
+from auditor import load_snapshot
 from auditor.simulator import simulate
 from auditor.simulator.kraft import KRAFT_FAULTS
+from tests.conftest import production_audit
 
 pytestmark = pytest.mark.spark
 META = ("__cluster_metadata", "@metadata")
@@ -30,7 +31,7 @@ def simulated(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
         summary = simulate(root / f"snapshot={label}", topics=1, partitions=1, batches=40, faults=spec, seed=seed,
                            kraft_controllers=3, shapes=False, dump_style=release)
         applied[label] = summary.faults
-    tables = audit(load_snapshot(spark, str(root)))
+    tables = production_audit(load_snapshot(spark, str(root)))
     found = tables["findings"].filter(F.col("topic").isin(*META) & F.col("severity").isin("CRITICAL", "ERROR", "WARNING"))
     reps = tables["replica_status"].filter(F.col("topic").isin(*META) & (F.col("role") == "follower"))
     parts = tables["partition_status"].filter(F.col("topic").isin(*META))

@@ -8,8 +8,9 @@ from datetime import datetime, timezone
 import pytest
 from pyspark.sql import functions as F
 
-from auditor import engine, load_snapshot
+from auditor import load_snapshot
 from auditor.simulator.kafka_text import Batch, checkpoint_text, dump_segment
+from tests.conftest import production_audit
 
 pytestmark = pytest.mark.spark
 T1 = datetime(2026, 3, 1, 12, tzinfo=timezone.utc)
@@ -105,7 +106,7 @@ def test_hwm_and_epoch_cache_per_replica(layout) -> None:  # type: ignore[no-unt
     hwm = {(r.snapshot.replace(tzinfo=timezone.utc), r.topic, r.replica): r.high_watermark for r in snap.hwm.collect()}
     assert hwm[(T1, "alpha", 1)] == 10 and hwm[(T2, "alpha", 1)] == 8
     assert hwm[(T1, "beta", 1)] == 1 and hwm[(T1, "alpha", 2)] == 12
-    tables = engine.audit(snap, run_id="r", cluster="c", audit_time=T2)
+    tables = production_audit(snap, run_id="r", cluster="c", audit_time=T2)
     rs = {(r.snapshot.replace(tzinfo=timezone.utc), r.replica, r.topic): r
           for r in tables["replica_status"].collect()}
     r2 = rs[(T1, 2, "alpha")]
