@@ -12,8 +12,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from auditor.checks import replica as replica_checks
-from auditor.checks.kraft import kraft_findings
 from auditor.checks import status
+from auditor.checks.kraft import kraft_findings
 from auditor.checks.overtime import (
     History,
     current_observations,

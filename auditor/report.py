@@ -22,7 +22,15 @@ from pathlib import Path
 
 from auditor.checks.registry import SEVERITY_RANK
 from auditor.ingest.discovery import is_kraft_folder
-from auditor.sinks.runview import PartitionView, Row, RunView, anchor, details, findings_by_check, load_run
+from auditor.sinks.runview import (
+    PartitionView,
+    Row,
+    RunView,
+    anchor,
+    details,
+    findings_by_check,
+    load_run,
+)
 
 DEFAULT_MAX_DIAGRAMS = 200
 SEVERITY_COLOURS = {"CRITICAL": "#b71c1c", "ERROR": "#e65100", "WARNING": "#f9a825", "INFO": "#607d8b"}

@@ -18,8 +18,8 @@ import pytest
 from deltalake import DeltaTable
 
 from auditor.config import Config
-from auditor.run import run_audit
 from auditor.ingest.etcd_wal import decode_wal
+from auditor.run import run_audit
 from tests import etcd_wal_writer as w
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -17,8 +17,8 @@ import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable
 
-from auditor import __version__, run as run_module
-from auditor import cli
+from auditor import __version__, cli
+from auditor import run as run_module
 from auditor.cli import main
 from auditor.config import Config
 from auditor.errors import Stopped, failure_recorded

@@ -7,6 +7,7 @@ from pyspark.sql import functions as F
 
 from auditor.checks.rows import finding, s
 from auditor.compare.windows import removed_records
+from auditor.ingest.kraft import is_kraft
 from auditor.semantics.divergence import (
     compared_batches,
     divergence_offsets,
@@ -15,7 +16,6 @@ from auditor.semantics.divergence import (
     same_epoch_conflicts,
 )
 from auditor.semantics.eoe import cache_arrays
-from auditor.ingest.kraft import is_kraft
 from auditor.semantics.kraft import SNAPSHOT_ID
 from auditor.semantics.truncation import least_strict, truncate_epoch, truncate_one_step
 from auditor.spark import union_all

@@ -25,6 +25,7 @@ from auditor.errors import UsageError
 from auditor.ingest import discovery as d
 from auditor.ingest.checkpoints import parse_checkpoints
 from auditor.ingest.describe import parse_describe
+from auditor.ingest.dumps import dedupe_segments
 from auditor.ingest.kraft import (
     KRaft,
     all_snapshots,
@@ -34,12 +35,17 @@ from auditor.ingest.kraft import (
     read_kraft_groups,
     snapshot_files,
 )
-from auditor.ingest.dumps import dedupe_segments
 from auditor.ingest.lines import LINE_COUNTS, line_counts, read_small_files
 from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, Snapshot
 from auditor.materialise import materialise, new_work_dir
 from auditor.spark import local_frame, replica_partitions
-from auditor.summarise.scan import SCAN_COLUMNS, pending_summaries, scan_batches, scan_dumps, split_scan
+from auditor.summarise.scan import (
+    SCAN_COLUMNS,
+    pending_summaries,
+    scan_batches,
+    scan_dumps,
+    split_scan,
+)
 
 #: A small input, in bytes: up to this, the run takes the small-input session settings
 #: (``auditor.run.is_small_input``, all files under the input), and the scan keeps every

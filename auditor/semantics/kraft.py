@@ -17,7 +17,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from auditor.semantics.eoe import ENTRY, eoe, latest_epoch
-from auditor.semantics.truncation import MAX_ROUNDS, ROUND, RESULT_COLUMNS, candidate_floors, let
+from auditor.semantics.truncation import MAX_ROUNDS, RESULT_COLUMNS, ROUND, candidate_floors, let
 
 KEY = ["snapshot", "topic", "partition", "replica"]
 PARTITION = ["snapshot", "topic", "partition"]

@@ -12,7 +12,14 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from auditor.simulator.model import BatchRef, EpochCache, Log, Truncation, epoch_truncation, kip101_truncation
+from auditor.simulator.model import (
+    BatchRef,
+    EpochCache,
+    Log,
+    Truncation,
+    epoch_truncation,
+    kip101_truncation,
+)
 
 # fault kinds, in the order they are applied inside one partition
 FAULTS = (
