@@ -11,7 +11,8 @@ JVMs with ``-XX:SharedArchiveFile``.
 Safe by construction: the JVM checks the archive against its own version and classpath
 and, when they differ or the file is missing, starts without it (its warning is turned
 off: it would only say the archive was not used). ``AUDITOR_CLASS_ARCHIVE=0`` disables
-the archive; ``AUDITOR_CLASS_ARCHIVE=/path`` moves it.
+the archive; ``AUDITOR_CLASS_ARCHIVE=/path`` moves it. Warm-up removes other builds' archives
+from the cache folder once they are :data:`STALE_ARCHIVE_DAYS` old (:func:`prune_stale`).
 """
 
 from __future__ import annotations
@@ -74,6 +75,36 @@ def _java_executable() -> str:
     home = os.environ.get("JAVA_HOME")
     found = os.path.join(home, "bin", "java") if home else shutil.which("java") or "java"
     return os.path.realpath(found)
+
+
+#: Class archives of other builds (another pyspark, Java or jar) that ``auditor warm-up``
+#: removes from the cache folder once their file is this old: each is ~160 MB, and every
+#: upgrade (or change of the auditor's jar) leaves the previous one behind. Removing one
+#: never breaks another installation's audits: a JVM whose archive is missing starts
+#: without it, only slower, until that installation's own warm-up records it again. (The
+#: jars, a few KB each, are kept: a session that named a jar needs its classes.)
+STALE_ARCHIVE_DAYS = 7
+
+
+def prune_stale(keep: Path | None, now: float) -> list[Path]:
+    """Remove the archives (and half-written ones) in :func:`cache_dir` other than ``keep``
+    whose files were last written more than :data:`STALE_ARCHIVE_DAYS` before ``now`` (a
+    Unix time); returns what was removed."""
+    removed = []
+    limit = now - STALE_ARCHIVE_DAYS * 86400
+    folder = cache_dir()
+    if not folder.is_dir():
+        return removed
+    for path in sorted(folder.glob("spark-classes-*.jsa*")):
+        if keep is not None and path == keep:
+            continue
+        try:
+            if path.is_file() and path.stat().st_mtime < limit:
+                path.unlink()
+                removed.append(path)
+        except FileNotFoundError:  # removed by another warm-up meanwhile
+            pass
+    return removed
 
 
 def use_options() -> list[str]:

@@ -281,6 +281,9 @@ def warm_up_command(force: bool) -> None:
     if path is None:
         click.echo(f"warm-up: the class archive is off ({classarchive.ENV}=0)")
         return
+    for stale in classarchive.prune_stale(path, time.time()):
+        click.echo(f"warm-up: removed another build's class archive, written over "
+                   f"{classarchive.STALE_ARCHIVE_DAYS} days ago: {stale}")
     if path.is_file() and not force:
         click.echo(f"warm-up: class archive already built: {path}")
         return

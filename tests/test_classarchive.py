@@ -32,6 +32,31 @@ def test_default_archive_is_per_user_cache_and_keyed(tmp_path: Path, monkeypatch
     assert classarchive.archive_path() == path  # stable for one installation
 
 
+def test_warm_up_removes_only_other_builds_old_archives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another build's archive written over STALE_ARCHIVE_DAYS ago goes (and a half-written
+    one); this build's archive, recent ones and the jars stay."""
+    monkeypatch.delenv(classarchive.ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    now = 2_000_000_000.0
+    old = now - (classarchive.STALE_ARCHIVE_DAYS + 1) * 86400
+    recent = now - (classarchive.STALE_ARCHIVE_DAYS - 1) * 86400
+    folder = classarchive.cache_dir()
+    folder.mkdir(parents=True)
+    files = {name: folder / name for name in (
+        "spark-classes-current.jsa", "spark-classes-old.jsa", "spark-classes-recent.jsa",
+        "spark-classes-old.jsa.123.partial", "auditor-classes-old.jar", "local-fs-old.jar")}
+    for name, path in files.items():
+        path.write_bytes(b"x")
+        stamp = recent if "recent" in name else old
+        os.utime(path, (stamp, stamp))
+    removed = classarchive.prune_stale(files["spark-classes-current.jsa"], now)
+    assert sorted(p.name for p in removed) == ["spark-classes-old.jsa", "spark-classes-old.jsa.123.partial"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "auditor-classes-old.jar", "local-fs-old.jar", "spark-classes-current.jsa", "spark-classes-recent.jsa"]
+    # what kept it: the archive named as this build's
+    assert [p.name for p in classarchive.prune_stale(None, now)] == ["spark-classes-current.jsa"]
+
+
 def _collectors(spark: object) -> set[str]:
     """Names of the garbage collectors of the session's (driver) JVM."""
     beans = spark._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()  # type: ignore[attr-defined]
