@@ -59,6 +59,7 @@ def test_the_setting_turns_it_off_and_the_jar_is_keyed(tmp_path: Path, monkeypat
 def test_build_writes_a_jar_with_the_classes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.delenv(localjar.ENV, raising=False)
+    monkeypatch.delenv(localjar.OLD_ENV, raising=False)
     jar = localjar.build()
     assert jar is not None and jar == localjar.built_jar()
     with zipfile.ZipFile(jar) as archive:
