@@ -7,7 +7,7 @@
  * 400 process starts per small audit from a JVM of several GB (Spark's job setup, every
  * task's output and checksum file). This class sets the same mode with one system call.
  * It is registered for the "file" scheme only in a local-mode session started by the
- * auditor (auditor.localfs), so a cluster's file systems are untouched.
+ * auditor (auditor.localjar), so a cluster's file systems are untouched.
  */
 package auditor.hadoop;
 
