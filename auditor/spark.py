@@ -471,7 +471,8 @@ def small_input_plans(on: bool = True) -> Iterator[None]:
 
 def one_partition(df: DataFrame) -> DataFrame:
     """``df`` in one partition when the work after the scan is small enough
-    (:func:`replica_sized`, up to :data:`ONE_PARTITION_REPLICAS` replicas), else as it is.
+    (:func:`replica_sized`, up to :data:`ONE_PARTITION_REPLICAS` replicas) or a small
+    input is parsed (:func:`small_input_plans`), else as it is.
 
     Spark plans a join or an aggregate over frames that are each one partition (coalesced to
     one: ``SinglePartition``) with no exchange: a query over a few thousand rows is then one

@@ -86,9 +86,9 @@ def production_audit(snap, *args, **kwargs):  # type: ignore[no-untyped-def]
     """``auditor.audit`` of a loaded snapshot as ``auditor audit`` runs it: the work after the
     scan with the replica-sized settings (``auditor.spark.replica_sized``: one partition, its
     shuffles coalesces). Tests of fixed cases use it (a third faster than the session's two
-    partitions); the model and property tests (``test_engine_model``, ``test_drill_model``,
-    ``tests.mutations``) call ``audit`` in the session's two-partition settings, so results
-    that would depend on partitioning stay visible there."""
+    partitions); the model tests (``test_engine_model``, ``test_drill_model``'s small-input
+    way) call ``audit`` in the session's two-partition settings, so results that would
+    depend on partitioning stay visible there."""
     from auditor import audit
     from auditor.spark import replica_sized
 
