@@ -5,7 +5,8 @@ A replica is ``(snapshot, topic, partition, replica)`` where ``replica`` is the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from functools import reduce
 
@@ -37,8 +38,8 @@ from auditor.ingest.kraft import (
 )
 from auditor.ingest.lines import LINE_COUNTS, line_counts, read_small_files
 from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, Snapshot
-from auditor.materialise import materialise, new_work_dir
-from auditor.spark import local_frame, replica_partitions
+from auditor.materialise import materialise, new_work_dir, stored_rows
+from auditor.spark import LOG_SIZED_ROWS, local_frame, replica_partitions, replica_sized
 from auditor.summarise.scan import (
     SCAN_COLUMNS,
     pending_summaries,
@@ -162,43 +163,48 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
             **kraft_scan,
         }),
     }, work_dir, "scan")
-    kraft_frames = _kraft_frames(spark, kraft_files, first, files) if kraft_files else {}
-    scan = first["scan"]
-    store_frames: dict[str, DataFrame] = {}
-    if reuse is not None:
-        store_frames = reuse.new_rows(scan)
-        scan = scan.unionByName(reuse.rows())
-    parts = split_scan(scan, dump_frame, per_batch=per_batch)
-    counts = parts.accounting.unionByName(first["small_counts"])
-    accounting = files.join(counts, "file_id", "left").select("file_id", "rel", "kind", "broker", "size",
-             *[F.coalesce(F.col(c), F.lit(0)).alias(c) for c in LINE_COUNTS])
-    problems = local_frame(
-        spark,
-        [(p.snapshot, p.broker, p.rel, None, 0, None, p.error) for p in found.problems], ERRORS_SCHEMA)
-    segments = dedupe_segments(parts.sections.filter("is_segment").select(
-        "snapshot", F.col("replica").alias("broker"), "topic", "partition", "file", "line_number",
-        "segment_base_offset", "invalid_bytes")).withColumnRenamed("broker", "replica")
-    entries = first["entries"]
-    replicas = _replicas(files, segments, first["checkpoint_files"])
-    # Cut point 2 (one job): the parsed tables, from the stored scan rows.
-    parsed = materialise(few({
-        "accounting": accounting,
-        "parse_errors": problems.unionByName(parts.errors).unionByName(first["small_errors"]),
-        "sections": parts.sections.select("file_id", "sec", "file", "snapshot", "replica", "topic", "partition",
-                                          "segment_base_offset"),
-        "segments": segments,
-        "summaries": parts.summaries.unionByName(pending_summaries(parts.items, parts.sections)),
-        "replicas": replicas,
-        "epoch_cache": entries.filter(F.col("kind") == d.LEADER_EPOCH).select(
-            *REPLICA, "epoch", F.col("offset").alias("start_offset"), F.col("rel").alias("file")),
-        "hwm": _per_replica(replicas, entries, d.HWM, "high_watermark"),
-        "log_start": _per_replica(replicas, entries, d.LOG_START, "log_start_offset"),
-        "recovery_point": _per_replica(replicas, entries, d.RECOVERY_POINT, "recovery_point"),
-        **store_frames,
-        **kraft_frames,
-        **({"batches": merged_batches(DumpFiles(spark, dump_files, dump_frame, parts.sections), scan_batches(scan))}
-           if per_batch else {}),
-    }), work_dir, "snapshot")
+    # The rows after the scan are few unless the input is small (its scan keeps every batch:
+    # it runs as a small input throughout) or old-format dumps made log-sized items: the
+    # second cut then runs replica-sized, as the audit after it (measured at 1M lines).
+    sized = not per_batch and reuse is None and stored_rows(work_dir, "scan", "scan") <= LOG_SIZED_ROWS
+    with _replica_sized_if(sized, spark, replica_estimate):
+        kraft_frames = _kraft_frames(spark, kraft_files, first, files) if kraft_files else {}
+        scan = first["scan"]
+        store_frames: dict[str, DataFrame] = {}
+        if reuse is not None:
+            store_frames = reuse.new_rows(scan)
+            scan = scan.unionByName(reuse.rows())
+        parts = split_scan(scan, dump_frame, per_batch=per_batch)
+        counts = parts.accounting.unionByName(first["small_counts"])
+        accounting = files.join(counts, "file_id", "left").select(
+            "file_id", "rel", "kind", "broker", "size", *[F.coalesce(F.col(c), F.lit(0)).alias(c) for c in LINE_COUNTS])
+        problems = local_frame(
+            spark,
+            [(p.snapshot, p.broker, p.rel, None, 0, None, p.error) for p in found.problems], ERRORS_SCHEMA)
+        segments = dedupe_segments(parts.sections.filter("is_segment").select(
+            "snapshot", F.col("replica").alias("broker"), "topic", "partition", "file", "line_number",
+            "segment_base_offset", "invalid_bytes")).withColumnRenamed("broker", "replica")
+        entries = first["entries"]
+        replicas = _replicas(files, segments, first["checkpoint_files"])
+        # Cut point 2 (one job): the parsed tables, from the stored scan rows.
+        parsed = materialise(few({
+            "accounting": accounting,
+            "parse_errors": problems.unionByName(parts.errors).unionByName(first["small_errors"]),
+            "sections": parts.sections.select("file_id", "sec", "file", "snapshot", "replica", "topic", "partition",
+                                              "segment_base_offset"),
+            "segments": segments,
+            "summaries": parts.summaries.unionByName(pending_summaries(parts.items, parts.sections)),
+            "replicas": replicas,
+            "epoch_cache": entries.filter(F.col("kind") == d.LEADER_EPOCH).select(
+                *REPLICA, "epoch", F.col("offset").alias("start_offset"), F.col("rel").alias("file")),
+            "hwm": _per_replica(replicas, entries, d.HWM, "high_watermark"),
+            "log_start": _per_replica(replicas, entries, d.LOG_START, "log_start_offset"),
+            "recovery_point": _per_replica(replicas, entries, d.RECOVERY_POINT, "recovery_point"),
+            **store_frames,
+            **kraft_frames,
+            **({"batches": merged_batches(DumpFiles(spark, dump_files, dump_frame, parts.sections), scan_batches(scan))}
+               if per_batch else {}),
+        }), work_dir, "snapshot")
     for name in store_frames:
         parsed.pop(name)
     kraft = KRaft(batches=parsed.pop("kraft_batches"), snapshots=parsed.pop("kraft_snapshots"),
@@ -214,6 +220,16 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
         files_parsed=len(found.files) - (len(reuse.reused) if reuse is not None else 0),
         store=reuse, kraft=kraft,
     )
+
+
+@contextlib.contextmanager
+def _replica_sized_if(sized: bool, spark: SparkSession, replicas: int) -> Iterator[None]:
+    """:func:`auditor.spark.replica_sized` when ``sized``, else nothing."""
+    if not sized:
+        yield
+        return
+    with replica_sized(spark, replicas):
+        yield
 
 
 KRAFT_KINDS = (d.QUORUM_STATE, d.QUORUM_STATUS, d.KRAFT_SNAPSHOT_FILE)
