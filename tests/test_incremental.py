@@ -162,6 +162,11 @@ def test_the_store_forgets_what_the_last_k_runs_did_not_use(tmp_path) -> None:
     store.save(out, "other", "o1", [fp("b")], ["b" * 64], {"b" * 64: "o1"}, {"store_scan": rows("b")},
                saved_at=datetime(2020, 1, 1, tzinfo=timezone.utc))
     assert set(store.known(out, "prod")) == {n * 64 for n in "abcde"}
+    # the row count from the Delta log's statistics (what bounds the rows an incremental
+    # run reads back: auditor.ingest.snapshot.Reuse.row_bound), killed writers' rows included
+    assert store.stored_row_count(out, "store_scan", "prod") == 3 * 5 + 6
+    assert store.stored_row_count(out, "store_scan", "other") == 3
+    assert store.stored_row_count(str(tmp_path / "nothing"), "store_scan", "prod") == 0
 
     pruned = store.prune(out, "prod", keep_runs=2, retention_hours=0)
     assert (pruned.runs_forgotten, pruned.fingerprints_forgotten) == (3, 2)  # r0..r2; "b" and "c"
@@ -170,6 +175,7 @@ def test_the_store_forgets_what_the_last_k_runs_did_not_use(tmp_path) -> None:
     kept = sorted((r["cluster"], r["fp"][0], r["writer"]) for r in batches.to_pylist())
     assert kept == sorted([("prod", "a", "r0")] * 3 + [("prod", "d", "r3")] * 3 + [("prod", "e", "r4")] * 3
                           + [("other", "b", "o1")] * 3)
+    assert store.stored_row_count(out, "store_scan", "prod") == 9
     files = DeltaTable(store.store_path(out, "store_files")).to_pyarrow_table().to_pylist()
     assert {(r["cluster"], r["run_id"]) for r in files} == {("prod", "r3"), ("prod", "r4"), ("other", "o1")}
     # vacuumed: the files on disk are exactly the tables' current files

@@ -166,7 +166,9 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
     # The rows after the scan are few unless the input is small (its scan keeps every batch:
     # it runs as a small input throughout) or old-format dumps made log-sized items: the
     # second cut then runs replica-sized, as the audit after it (measured at 1M lines).
-    sized = not per_batch and reuse is None and stored_rows(work_dir, "scan", "scan") <= LOG_SIZED_ROWS
+    reused = reuse.row_bound() if reuse is not None else 0
+    sized = (not per_batch and reused is not None
+             and stored_rows(work_dir, "scan", "scan") + reused <= LOG_SIZED_ROWS)
     with _replica_sized_if(sized, spark, replica_estimate):
         kraft_frames = _kraft_frames(spark, kraft_files, first, files) if kraft_files else {}
         scan = first["scan"]
@@ -317,6 +319,13 @@ class Reuse:
         from auditor.sinks import store as st
 
         return st.read_rows(self.spark, self.out, "store_scan", self.cluster, self.wanted).select(*SCAN_COLUMNS)
+
+    def row_bound(self) -> int | None:
+        """At most how many rows :meth:`rows` gives (every stored scan row of the cluster);
+        None when the store cannot say."""
+        from auditor.sinks import store as st
+
+        return st.stored_row_count(self.out, "store_scan", self.cluster)
 
     def new_rows(self, scan: DataFrame) -> dict[str, DataFrame]:
         """What this run parsed, per file, shaped as the store keeps it."""

@@ -148,6 +148,21 @@ def read_rows(spark: Any, out: str, table: str, cluster: str, wanted: Any) -> An
     return rows.join(F.broadcast(wanted), ["fp", "writer"])
 
 
+def stored_row_count(out: str, table: str, cluster: str) -> int | None:
+    """How many rows ``table`` holds for ``cluster`` (every writer's, so at least what
+    :func:`read_rows` gives), from the Delta log's file statistics: no data read. None when
+    a file has no record count."""
+    from deltalake import DeltaTable
+
+    path = store_path(out, table)
+    if not os.path.isdir(os.path.join(path, "_delta_log")):
+        return 0
+    actions = pa.table(DeltaTable(path).get_add_actions(flatten=True))
+    counts = [n for n, c in zip(actions.column("num_records").to_pylist(),
+                                actions.column("partition.cluster").to_pylist(), strict=True) if c == cluster]
+    return None if None in counts else sum(counts)
+
+
 def _stamped(rows: pa.Table | pa.RecordBatchReader, run_id: str, cluster: str) -> pa.RecordBatchReader | None:
     """``rows`` with the ``writer`` and ``cluster`` columns, batch by batch; None when empty."""
     reader = rows if isinstance(rows, pa.RecordBatchReader) else rows.to_reader()
