@@ -144,3 +144,48 @@ def test_a_drill_down_parses_only_the_sections_it_wants(layout) -> None:  # type
     # keys are file_id * 2^32 + sec; past the limit, every section is parsed
     assert section_keys({3: {1, 2}, 4: {0}}) == {(3 << 32) + 1, (3 << 32) + 2, 4 << 32}
     assert section_keys({1: set(range(SECTION_FILTER_LIMIT + 1))}) is None
+
+
+def test_a_large_input_parses_its_small_files_in_a_job_of_their_own_with_the_same_rows(  # type: ignore[no-untyped-def]
+        spark, tmp_path) -> None:
+    """A large input's small files (checkpoints, describe, KRaft's quorum files and metadata
+    log) are parsed in a cut point of their own, without generated code, before the dump
+    lines' scan (``auditor.ingest.snapshot._load_kafka``); a small input parses them in the
+    scan's job. Both give the same parsed tables."""
+    import os
+
+    from auditor.simulator import simulate
+    from auditor.simulator.kraft import KRAFT_FAULTS
+    from auditor.spark import SMALL_TABLE_CONF, session_conf
+    from tests.conftest import large_input
+
+    simulate(tmp_path / "snap", topics=2, partitions=2, batches=30, seed=5, kraft_controllers=3, shapes=False,
+             faults=",".join(["all", *KRAFT_FAULTS]))
+    # a damaged line in a checkpoint file and in a dump: parse errors from both kinds of cut
+    cp = next((tmp_path / "snap").rglob("replication-offset-checkpoint"))
+    cp.write_text(cp.read_text() + "not an entry\n")
+    dump = next(p for p in (tmp_path / "snap").rglob("*.log.txt") if "__cluster_metadata" not in str(p))
+    dump.write_text(dump.read_text() + "baseOffset: seven\n")
+
+    def parsed(split: bool) -> tuple[dict[str, list[tuple[object, ...]]], list[str]]:
+        settings = large_input(spark) if split else session_conf(spark, SMALL_TABLE_CONF)
+        with settings:
+            snap = load_snapshot(spark, str(tmp_path / "snap"), default_snapshot=T1)
+            frames = {name: getattr(snap, name) for name in (
+                "summaries", "epoch_cache", "hwm", "metadata", "parse_errors", "segments", "log_start",
+                "recovery_point", "topics", "replicas", "accounting", "sections")}
+            assert snap.kraft is not None
+            frames.update(kraft_batches=snap.kraft.batches, kraft_snapshots=snap.kraft.snapshots,
+                          quorum_state=snap.kraft.quorum_state, status=snap.kraft.status)
+            rows = {name: sorted((tuple(r) for r in df.collect()), key=repr) for name, df in frames.items()}
+        return rows, sorted(os.listdir(snap.work_dir))
+
+    split, split_cuts = parsed(True)
+    together, together_cuts = parsed(False)
+    assert "small" in split_cuts and "small" not in together_cuts, (split_cuts, together_cuts)
+    for name, rows in together.items():
+        assert split[name] == rows, name
+    assert together["hwm"] and together["quorum_state"] and together["kraft_batches"]
+    files = {r[2] for r in together["parse_errors"]}  # (snapshot, broker, file, ...)
+    assert any(f.endswith("replication-offset-checkpoint") for f in files), files
+    assert any(f.endswith(".log.txt") for f in files), files

@@ -39,7 +39,16 @@ from auditor.ingest.kraft import (
 from auditor.ingest.lines import LINE_COUNTS, line_counts, read_small_files
 from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, Snapshot
 from auditor.materialise import materialise, new_work_dir, stored_rows
-from auditor.spark import LOG_SIZED_ROWS, local_frame, replica_partitions, replica_sized
+from auditor.spark import (
+    CODEGEN_CONF,
+    LOG_SIZED_ROWS,
+    SMALL_TABLE_CONF,
+    codegen_on,
+    local_frame,
+    replica_partitions,
+    replica_sized,
+    session_conf,
+)
 from auditor.summarise.scan import (
     SCAN_COLUMNS,
     pending_summaries,
@@ -147,22 +156,29 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
     kraft_scan, kraft_lines = _kraft_scan(spark, kraft_files, files) if kraft_files else ({}, None)
     replica_estimate = len({(f.snapshot, f.broker, f.topic, f.partition) for f in found.files})
     few = few_partitions(replica_estimate)
-    # Cut point 1 (one job): every dump line read once into the scan's aggregate, and the
-    # small files parsed.
-    first = materialise({
-        "scan": scan_dumps(spark, to_scan, dump_frame, per_batch=per_batch),
-        **few({
-            "entries": cps.entries.withColumnRenamed("broker", "replica"),
-            "checkpoint_files": cps.files,
-            "metadata": desc.metadata,
-            "topics": desc.topics,
-            # what the snapshot needs of the small files' lines: their counts per file and
-            # the quarantined ones (a large cluster's checkpoint lines number in the millions)
-            **_small_lines(cps.lines.unionByName(desc.lines).unionByName(
-                kraft_lines if kraft_lines is not None else cps.lines.limit(0))),
-            **kraft_scan,
-        }),
-    }, work_dir, "scan")
+    small = few({
+        "entries": cps.entries.withColumnRenamed("broker", "replica"),
+        "checkpoint_files": cps.files,
+        "metadata": desc.metadata,
+        "topics": desc.topics,
+        # what the snapshot needs of the small files' lines: their counts per file and
+        # the quarantined ones (a large cluster's checkpoint lines number in the millions)
+        **_small_lines(cps.lines.unionByName(desc.lines).unionByName(
+            kraft_lines if kraft_lines is not None else cps.lines.limit(0))),
+        **kraft_scan,
+    })
+    scan_frame = scan_dumps(spark, to_scan, dump_frame, per_batch=per_batch)
+    if codegen_on(spark):
+        # Cut points 1a and 1b (one job each): the small files parsed without generated code,
+        # then every dump line read once into the scan's aggregate, compiled. In one job the
+        # small files' few thousand rows made ~440 of its ~480 generated classes, compiled
+        # before and while the lines were parsed (measured at 1M lines; docs/design.md).
+        with session_conf(spark, {k: SMALL_TABLE_CONF[k] for k in CODEGEN_CONF}):
+            first = materialise(small, work_dir, "small")
+        first.update(materialise({"scan": scan_frame}, work_dir, "scan"))
+    else:
+        # Cut point 1 (one job): a small input's files, all parsed without generated code.
+        first = materialise({"scan": scan_frame, **small}, work_dir, "scan")
     # The rows after the scan are few unless the input is small (its scan keeps every batch:
     # it runs as a small input throughout) or old-format dumps made log-sized items: the
     # second cut then runs replica-sized, as the audit after it (measured at 1M lines).
