@@ -377,6 +377,8 @@ SMALL_TABLE_CONF: dict[str, str | None] = {
 }
 #: The settings of :data:`SMALL_TABLE_CONF` that turn code generation off.
 CODEGEN_CONF = ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode")
+
+
 def codegen_on(spark: SparkSession) -> bool:
     """True when the session compiles whole stages (a large input's parsing), False under
     :data:`SMALL_TABLE_CONF`'s settings (a small input, the work after the scan)."""
