@@ -147,11 +147,12 @@ def test_a_drill_down_parses_only_the_sections_it_wants(layout) -> None:  # type
 
 
 def test_a_large_input_parses_its_small_files_in_a_job_of_their_own_with_the_same_rows(  # type: ignore[no-untyped-def]
-        spark, tmp_path) -> None:
+        spark, tmp_path, monkeypatch) -> None:
     """A large input's small files (checkpoints, describe, KRaft's quorum files and metadata
     log) are parsed in a cut point of their own, without generated code, before the dump
-    lines' scan (``auditor.ingest.snapshot._load_kafka``); a small input parses them in the
-    scan's job. Both give the same parsed tables."""
+    lines' scan (``auditor.ingest.snapshot._load_kafka``); a small input, or one of more
+    than ``ONE_PARTITION_REPLICAS`` replicas, parses them in the scan's job. Every way gives
+    the same parsed tables."""
     import os
 
     from auditor.simulator import simulate
@@ -185,6 +186,12 @@ def test_a_large_input_parses_its_small_files_in_a_job_of_their_own_with_the_sam
     assert "small" in split_cuts and "small" not in together_cuts, (split_cuts, together_cuts)
     for name, rows in together.items():
         assert split[name] == rows, name
+    from auditor.ingest import snapshot as ingest_snapshot
+
+    monkeypatch.setattr(ingest_snapshot, "ONE_PARTITION_REPLICAS", 1)
+    many, many_cuts = parsed(True)
+    assert "small" not in many_cuts, many_cuts
+    assert many == together
     assert together["hwm"] and together["quorum_state"] and together["kraft_batches"]
     files = {r[2] for r in together["parse_errors"]}  # (snapshot, broker, file, ...)
     assert any(f.endswith("replication-offset-checkpoint") for f in files), files

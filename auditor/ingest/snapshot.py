@@ -42,6 +42,7 @@ from auditor.materialise import materialise, new_work_dir, stored_rows
 from auditor.spark import (
     CODEGEN_CONF,
     LOG_SIZED_ROWS,
+    ONE_PARTITION_REPLICAS,
     SMALL_TABLE_CONF,
     codegen_on,
     local_frame,
@@ -168,16 +169,18 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
         **kraft_scan,
     })
     scan_frame = scan_dumps(spark, to_scan, dump_frame, per_batch=per_batch)
-    if codegen_on(spark):
+    if codegen_on(spark) and replica_estimate <= ONE_PARTITION_REPLICAS:
         # Cut points 1a and 1b (one job each): the small files parsed without generated code,
         # then every dump line read once into the scan's aggregate, compiled. In one job the
         # small files' few thousand rows made ~440 of its ~480 generated classes, compiled
         # before and while the lines were parsed (measured at 1M lines; docs/design.md).
+        # Above ONE_PARTITION_REPLICAS the small files' rows number in the millions and stay
+        # compiled, in the scan's job (as replica_sized keeps code generation there).
         with session_conf(spark, {k: SMALL_TABLE_CONF[k] for k in CODEGEN_CONF}):
             first = materialise(small, work_dir, "small")
         first.update(materialise({"scan": scan_frame}, work_dir, "scan"))
     else:
-        # Cut point 1 (one job): a small input's files, all parsed without generated code.
+        # Cut point 1 (one job): every file parsed (a small input's without generated code).
         first = materialise({"scan": scan_frame, **small}, work_dir, "scan")
     # The rows after the scan are few unless the input is small (its scan keeps every batch:
     # it runs as a small input throughout) or old-format dumps made log-sized items: the
