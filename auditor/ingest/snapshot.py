@@ -6,7 +6,7 @@ A replica is ``(snapshot, topic, partition, replica)`` where ``replica`` is the 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timezone
 from functools import reduce
 
@@ -188,7 +188,7 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
     reused = reuse.row_bound() if reuse is not None else 0
     sized = (not per_batch and reused is not None
              and stored_rows(work_dir, "scan", "scan") + reused <= LOG_SIZED_ROWS)
-    with _replica_sized_if(sized, spark, replica_estimate):
+    with replica_sized(spark, replica_estimate) if sized else contextlib.nullcontext():
         kraft_frames = _kraft_frames(spark, kraft_files, first, files) if kraft_files else {}
         scan = first["scan"]
         store_frames: dict[str, DataFrame] = {}
@@ -241,16 +241,6 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
         files_parsed=len(found.files) - (len(reuse.reused) if reuse is not None else 0),
         store=reuse, kraft=kraft,
     )
-
-
-@contextlib.contextmanager
-def _replica_sized_if(sized: bool, spark: SparkSession, replicas: int) -> Iterator[None]:
-    """:func:`auditor.spark.replica_sized` when ``sized``, else nothing."""
-    if not sized:
-        yield
-        return
-    with replica_sized(spark, replicas):
-        yield
 
 
 KRAFT_KINDS = (d.QUORUM_STATE, d.QUORUM_STATUS, d.KRAFT_SNAPSHOT_FILE)
