@@ -39,6 +39,12 @@ def write_partition(root: Path, topic: str, partition: int, replicas: dict[int, 
                    for b, last, e in sorted(r.spans)]
         count = max(1, min(r.segments, len(batches)))
         cuts = [round(j * len(batches) / count) for j in range(count + 1)]
+        # a segment file is named by its first batch's base offset: two batches with one base
+        # offset (an overlap) stay in one segment, or the second file would replace the first
+        for j in range(1, count):
+            while 0 < cuts[j] < len(batches) and batches[cuts[j]].base_offset == batches[cuts[j] - 1].base_offset:
+                cuts[j] += 1
+        cuts = sorted(set(cuts)) if batches else cuts  # (an empty log: one empty segment at 0)
         for segment in [batches[a:b] for a, b in zip(cuts, cuts[1:])]:
             base = segment[0].base_offset if segment else 0
             (folder / f"{base:020d}.log.txt").write_text(

@@ -65,6 +65,11 @@ def checked(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
     write_partition(root, "isr", 0, {1: Replica([(0, 4, 1), (5, 9, 1)], 10), 2: Replica([(0, 4, 1)], 5),
                                      3: Replica([(0, 4, 1), (5, 9, 1)], 12)})
     meta["isr"] = [PartitionMeta(0, 1, (1, 2, 3), (1, 2, 3))]
+    # the leader holds two batches at base 3 (an overlap, the second in a lower epoch); the
+    # member holds a copy of one of them, not of the other: that one is lacking
+    write_partition(root, "isr-overlap", 0, {1: Replica([(0, 2, 1), (3, 3, 0), (3, 3, 1)], 4),
+                                             2: Replica([(0, 2, 1), (3, 3, 1)], 4)})
+    meta["isr-overlap"] = [PartitionMeta(0, 1, (1, 2), (1, 2))]
     write_partition(root, "absent", 0, {1: Replica([(0, 4, 1)], 5), 2: Replica([(0, 4, 1)], 5)})
     meta["absent"] = [PartitionMeta(0, 9, (9, 1, 2), (9, 1, 2))]
     # compacted: the follower's cleaner removed epoch 2 entirely, and its cache lost the entry
@@ -171,6 +176,10 @@ def test_isr_and_hwm_checks_with_allowlist(checked) -> None:  # type: ignore[no-
     assert sup["ISR_INCOMPLETE"] is True and sup["HWM_ABOVE_LEO"] is False
     leaders = {r.leader for r in checked["findings"].filter(F.col("topic") == "isr").collect()}
     assert leaders == {1}
+
+
+def test_a_leader_batch_beside_an_agreeing_one_at_its_base_is_lacking(checked) -> None:  # type: ignore[no-untyped-def]
+    assert {f for f in found(checked, "isr-overlap") if f[2] == 2} == {("ISR_INCOMPLETE", "CRITICAL", 2, 3, 4, None)}
 
 
 def test_compacted_topic_caches_must_agree_below_the_hwm(checked) -> None:  # type: ignore[no-untyped-def]

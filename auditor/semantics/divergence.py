@@ -80,9 +80,12 @@ def same_epoch_conflicts(compared: DataFrame, own: str, other: str) -> DataFrame
 
 def first_missing(compared: DataFrame, own: str, other: str, below: str) -> DataFrame:
     """The first base offset of a batch of ``own`` (in scope, below column ``below``) that
-    ``other`` does not hold an agreeing copy of."""
+    ``other`` does not hold an agreeing copy of. Each batch on its own: where ``own`` holds
+    two batches at one base offset (an overlap), ``other`` holding a copy of one of them
+    does not make it hold the other (SPEC 5, ``ISR_INCOMPLETE``: "some batch the leader
+    holds ... has no agreeing batch")."""
     per_batch = compared.filter(F.col("in_scope") & (F.col("base") < F.col(below))).groupBy(
-        *PARTITION, own, other, "base").agg(F.max(F.col("agrees").cast("int")).alias("agree"))
+        *PARTITION, own, other, "base", "last", "epoch", "crc").agg(F.max(F.col("agrees").cast("int")).alias("agree"))
     return per_batch.filter(F.col("agree") == 0).groupBy(*PARTITION, own, other).agg(
         F.min("base").alias("first_missing"))
 
