@@ -306,7 +306,7 @@ def audit(
                           probed]).join(irregular, KEY, "left_anti")
 
     later = irregular.join(cacheless, KEY, "left_anti")
-    window_rows = window_verdicts(pairs, windows, tail_batches(summaries), reps,
+    window_rows = window_verdicts(pairs, windows, tail_batches(summaries), reps, summaries,
                                   all_windows=chosen == "raft" and snapshot.format != "etcd")
     probe_rows = probe_windows(truncation_probes(evaluable, chosen), windows)
     needs, second_files = _cut_listing(

@@ -126,3 +126,32 @@ def test_the_last_remote_entry_is_in_force_at_the_local_log_start(audited) -> No
     assert found["epoch"] == 3
     details = json.loads(found["details"])
     assert (details["log_start_offset"], details["local_log_start_offset"]) == (0, 1000)
+
+
+def test_a_window_the_local_log_start_cuts_is_compared_in_scope(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A window (2^16 offsets: here every log's only one) holding both replicas' local log
+    starts is compared on what lies at or above the floor (the higher local log start): a
+    follower whose older segment is gone needs no batch read when it agrees in scope, and
+    is a prefix when it lags within the tail; a floor inside a summary row (the leader's
+    oldest segment, shorter than no tail), or a difference in scope, is drilled."""
+    from pyspark.sql import functions as F
+
+    from auditor import load_snapshot
+    from auditor.compare.windows import window_verdicts
+    from auditor.summarise.replicas import epoch_summaries, replica_summaries, tail_batches, window_summaries
+
+    one = [(i, i, 1) for i in range(30)]
+    leader = Replica(one, 30, segments=3)  # segments at 0, 10 and 20; tails in the last two
+    cases = {"same": Replica(one[10:], 30, segments=2), "lags": Replica(one[10:29], 29, segments=2),
+             "mid-segment": Replica(one[5:], 30, segments=2), "differs": Replica(one[10:], 30, segments=2, salt={25: "x"})}
+    for topic, follower in cases.items():
+        write_partition(tmp_path, topic, 0, {1: leader, 2: follower})
+    write_describe(tmp_path, {t: [PartitionMeta(0, 1, (1, 2), (1, 2))] for t in cases})
+    summaries = load_snapshot(spark, str(tmp_path)).summaries
+    pairs = summaries.filter(F.col("replica") == 2).select("snapshot", "topic", "partition", "replica").distinct() \
+        .select("*", F.lit(1).alias("leader"), F.when(F.col("topic") == "mid-segment", 5).otherwise(10).alias("lso"),
+                F.lit(None).cast("bigint").alias("hmax"), F.lit(False).alias("compacted"))
+    replicas = replica_summaries(summaries, epoch_summaries(summaries))
+    rows = window_verdicts(pairs, window_summaries(summaries), tail_batches(summaries), replicas, summaries).collect()
+    got = {(r.topic, r.verdict, r.extra_first) for r in rows}
+    assert got == {("lags", "prefix", 29), ("mid-segment", "drill", None), ("differs", "drill", None)}, got

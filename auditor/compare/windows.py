@@ -35,7 +35,7 @@ DRILL, FOLLOWER_ABSENT, LEADER_ABSENT, PREFIX = "drill", "follower-absent", "lea
 
 
 def window_verdicts(pairs: DataFrame, windows: DataFrame, tails: DataFrame, replicas: DataFrame,
-                    all_windows: bool = False) -> DataFrame:
+                    summaries: DataFrame, all_windows: bool = False) -> DataFrame:
     """Leader against follower, per window both or either hold, where they are not equal.
 
     A window the two hold equally says nothing more. Of the others, when both replicas are
@@ -53,11 +53,18 @@ def window_verdicts(pairs: DataFrame, windows: DataFrame, tails: DataFrame, repl
 
     Any other difference (``drill``) is decided batch by batch.
 
+    A window the scope's floor cuts (a tiered or retained replica's local log starts inside
+    it, or a compacted topic's HWM lies in it) is compared on what lies in scope only, when
+    the summary rows allow it (:func:`in_scope`): below the floor the two logs may differ
+    without consequence (another local log start, another compaction), and a window equal
+    in scope, or one the follower holds a prefix of, needs no batch.
+
     Args:
         pairs: one row per follower (``replica``) with ``leader, lso, hmax, compacted``.
         windows: :func:`auditor.summarise.replicas.window_summaries`.
         tails: :func:`auditor.summarise.replicas.tail_batches`.
         replicas: ``KEY, regular``.
+        summaries: the summary rows (:mod:`auditor.summarise.scan`) the windows roll up.
         all_windows: also windows wholly below the scope (the ``raft`` rule reads every
             batch of the follower).
 
@@ -80,6 +87,8 @@ def window_verdicts(pairs: DataFrame, windows: DataFrame, tails: DataFrame, repl
             & (F.col("f_crcless") == 0) & (F.col("l_crcless") == 0))
     reaches = F.greatest(F.col("f_max_last"), F.col("l_max_last")) >= F.col("floor")
     differ = both.filter(~F.coalesce(same, F.lit(False)) & (F.lit(all_windows) | reaches))
+    if not all_windows:
+        differ = in_scope(differ, summaries, sums).filter(~F.coalesce(same, F.lit(False)))
     # the leader's tail batches after the follower's last batch, where both hold the window
     t = tails.select(*PARTITION, F.col("replica").alias("leader"), "win", F.col("base").alias("x_base"),
                      F.col("crcless").alias("x_crcless"), *[F.col(c).alias(f"x_{c}") for c in DIGEST_SUMS])
@@ -104,6 +113,56 @@ def window_verdicts(pairs: DataFrame, windows: DataFrame, tails: DataFrame, repl
         *PARTITION, "replica", "leader", "win", F.coalesce(verdict, F.lit(DRILL)).alias("verdict"),
         F.col("f_min_base").alias("f_first"), F.col("l_min_base").alias("l_first"),
         F.col("x_first").alias("extra_first"))
+
+
+#: The sums of a window summary that :func:`in_scope` restricts, and how each combines.
+_RESTRICTED = {"n": F.sum, "min_base": F.min, "max_base": F.max, "max_last": F.max, "crcless": F.sum,
+               **{c: F.sum for c in DIGEST_SUMS}}
+
+
+def in_scope(differ: DataFrame, summaries: DataFrame, sums: tuple[str, ...]) -> DataFrame:
+    """``differ``'s windows that the floor cuts (either side holds a batch starting below
+    it), each side's ``f_``/``l_`` sums replaced by those of its batches at or above the
+    floor, where that is exact: where no summary row of either side in the window holds a
+    batch starting below the floor together with one reaching it. A summary row covers one
+    file section, window and epoch, so a floor at a segment's base offset (a local log
+    start is one) never splits one. A side with no batch in scope is absent (null sums).
+    Other windows, and the windows a row splits, come back as they were.
+
+    Args:
+        differ: the differing windows, ``PARTITION, replica, leader, win, floor`` and each
+            side's ``sums`` (``f_`` follower, ``l_`` leader).
+        summaries: the summary rows, ``KEY, win`` and :data:`_RESTRICTED`'s columns.
+        sums: the summed columns of ``differ`` (``d1, d2`` are folded from the digest sums).
+    """
+    keys = [*PARTITION, "replica", "leader", "win"]
+    cut = differ.filter(F.least(F.col("f_min_base"), F.col("l_min_base")) < F.col("floor")).select(*keys, "floor")
+    rows = summaries.select(*PARTITION, F.col("replica").alias("_holder"), "win", *_RESTRICTED)
+    sides = cut.join(rows, [*PARTITION, "win"]).filter(
+        (F.col("_holder") == F.col("replica")) | (F.col("_holder") == F.col("leader")))
+    above = F.col("min_base") >= F.col("floor")
+
+    def side(prefix: str, holder: str) -> list[Column]:
+        mine = (F.col("_holder") == F.col(holder)) & above
+        return [fn(F.when(mine, F.col(c))).alias(f"_r{prefix}_{c}") for c, fn in _RESTRICTED.items()]
+
+    restricted = sides.groupBy(*keys).agg(
+        F.max(~above & (F.col("max_last") >= F.col("floor"))).alias("_split"),
+        *side("f", "replica"), *side("l", "leader"))
+    joined = differ.join(restricted, keys, "left")
+    exact = F.coalesce(~F.col("_split"), F.lit(False))
+
+    def pick(prefix: str, c: str) -> Column:
+        if c in ("d1", "d2"):
+            k = c[1]
+            value = fold(F.col(f"_r{prefix}_d{k}_hi"), F.col(f"_r{prefix}_d{k}_lo"))
+        else:
+            value = F.col(f"_r{prefix}_{c}")
+        return F.when(exact, value).otherwise(F.col(f"{prefix}_{c}")).alias(f"{prefix}_{c}")
+
+    replaced = [f"{p}_{c}" for p in ("f", "l") for c in sums]
+    return joined.select(*[c for c in differ.columns if c not in replaced],
+                         *[pick(p, c) for p in ("f", "l") for c in sums])
 
 
 def differing_windows(verdicts: DataFrame) -> DataFrame:
