@@ -133,12 +133,17 @@ def test_a_window_the_local_log_start_cuts_is_compared_in_scope(spark, tmp_path)
     starts is compared on what lies at or above the floor (the higher local log start): a
     follower whose older segment is gone needs no batch read when it agrees in scope, and
     is a prefix when it lags within the tail; a floor inside a summary row (the leader's
-    oldest segment, shorter than no tail), or a difference in scope, is drilled."""
+    oldest segment, which holds no tail rows), or a difference in scope, is drilled."""
     from pyspark.sql import functions as F
 
     from auditor import load_snapshot
     from auditor.compare.windows import window_verdicts
-    from auditor.summarise.replicas import epoch_summaries, replica_summaries, tail_batches, window_summaries
+    from auditor.summarise.replicas import (
+        epoch_summaries,
+        replica_summaries,
+        tail_batches,
+        window_summaries,
+    )
 
     one = [(i, i, 1) for i in range(30)]
     leader = Replica(one, 30, segments=3)  # segments at 0, 10 and 20; tails in the last two
