@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from auditor.semantics.eoe import ENTRY, eoe, latest_epoch
 from auditor.semantics.truncation import kip101_offset, least_strict
-from auditor.summarise.digest import DIGEST_SUMS, fold
+from auditor.summarise.digest import DIGEST_SUMS, digest, fold
 
 KEY = ["snapshot", "topic", "partition", "replica"]
 PARTITION = ["snapshot", "topic", "partition"]
@@ -154,8 +154,7 @@ def in_scope(differ: DataFrame, summaries: DataFrame, sums: tuple[str, ...]) -> 
 
     def pick(prefix: str, c: str) -> Column:
         if c in ("d1", "d2"):
-            k = c[1]
-            value = fold(F.col(f"_r{prefix}_d{k}_hi"), F.col(f"_r{prefix}_d{k}_lo"))
+            value = digest(f"_r{prefix}_d")[("d1", "d2").index(c)]
         else:
             value = F.col(f"_r{prefix}_{c}")
         return F.when(exact, value).otherwise(F.col(f"{prefix}_{c}")).alias(f"{prefix}_{c}")
