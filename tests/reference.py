@@ -7,6 +7,7 @@ A batch is ``(base_offset, last_offset, epoch)``; a cache is a list of
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 Batch = tuple[int, int, int]
@@ -277,3 +278,89 @@ def truncate_kraft(leader: KRaftReplica, follower: KRaftReplica, max_rounds: int
         if final:
             break
     return KRaftTruncation(t, rounds)
+
+
+@dataclass(frozen=True)
+class CheckpointRead:
+    """What Kafka's checkpoint reader (KAFKA-FORMATS 2.1, 3.1; SPEC 8) makes of one file."""
+
+    reason: str | None  # why the file is unusable; None: usable
+    lines: list[tuple[int, str, str | None, str]]  # (line number, disposition, error, line shown)
+    entries: list[tuple[int, tuple[object, ...]]]  # (line number, (epoch, offset) or (topic, partition, offset))
+
+
+_NUMBER = re.compile(r"[+-]?[0-9]+")
+
+
+def _int(text: str, bits: int) -> int | None:
+    """``text`` as a signed integer of ``bits`` bits (as Spark's try_cast reads a decimal), else None."""
+    if not _NUMBER.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(1 << (bits - 1)) <= value < (1 << (bits - 1)) else None
+
+
+def _entry(text: str, epoch_file: bool) -> tuple[bool, str | None]:
+    """Whether an entry line (trimmed) is well formed, and why not when only its numbers are
+    out of Kafka's range."""
+    fields = [] if text == "" else re.split(r"[ \t\n\x0b\f\r]+", text)
+    if epoch_file:
+        ok = len(fields) == 2 and _int(fields[0], 32) is not None and _int(fields[1], 64) is not None
+        epoch, offset = (fields[0] if fields else None), (fields[1] if len(fields) > 1 else None)
+    else:
+        ok = (len(fields) == 3 and re.fullmatch(r"[A-Za-z0-9._-]+", fields[0]) is not None
+              and _int(fields[1], 32) is not None and _int(fields[2], 64) is not None)
+        epoch, offset = None, (fields[2] if len(fields) > 2 else None)
+    def outside(number: str | None, bits: int) -> bool:  # a number Kafka never writes there
+        value = _int(number, bits) if number is not None and _NUMBER.fullmatch(number) else 0
+        return value is None or value < 0
+
+    problem = None
+    if epoch_file and outside(epoch, 32):
+        problem = "an epoch outside [0, 2^31 - 1]"
+    elif len(fields) >= 2 and outside(offset, 64):
+        problem = "an offset outside [0, 2^63 - 1]"
+    return ok and problem is None, problem
+
+
+def read_checkpoint(text: str, epoch_file: bool) -> CheckpointRead:
+    """Kafka's checkpoint reader on a file's whole ``text``: line 1 (of the non-blank lines)
+    the version ``0``, line 2 the entry count, then the entries; an unknown version, a count
+    that is not a number or does not match, or a malformed entry rejects the whole file; an
+    empty file, or a version alone, is an empty checkpoint; blank lines are skipped. Lines end
+    at ``\\n``, ``\\r\\n`` or ``\\r``; only spaces are trimmed (as Spark's ``trim``)."""
+    raw = [] if text == "" else re.split(r"\r\n|\r|\n", re.sub(r"(\r\n|\r|\n)\Z", "", text, count=1))
+    lines = [line.strip(" ") for line in raw]
+    nonblank = [n for n, line in enumerate(lines, 1) if line != ""]
+    version = lines[nonblank[0] - 1] if nonblank else None
+    count = lines[nonblank[1] - 1] if len(nonblank) > 1 else None
+    at = nonblank[2:]
+    bad = [n for n in at if not _entry(lines[n - 1], epoch_file)[0]]
+    reason = None
+    if version is None or (version == "0" and count is None):
+        reason = None
+    elif version != "0":
+        reason = f"unrecognised checkpoint version {version[:40]} (expected 0)"
+    elif re.fullmatch(r"[0-9]+", count) is None or _int(count, 64) is None:
+        reason = "entry count line is not a number"
+    elif bad:
+        why = _entry(lines[bad[0] - 1], epoch_file)[1]
+        reason = (f"malformed entry on line {bad[0]}: {why}, a value Kafka never writes" if why
+                  else f"malformed entry on line {bad[0]}")
+    elif int(count) != len(at):
+        reason = f"expected {count} entries but found {len(at)}"
+    shown = []
+    for n, line in enumerate(lines, 1):
+        if line == "":
+            shown.append((n, "skipped", None, line))
+        elif reason is not None:
+            shown.append((n, "quarantined", f"checkpoint file rejected: {reason}", line[:200]))
+        else:
+            shown.append((n, "skipped" if n not in at else "parsed", None, line[:200]))
+    entries: list[tuple[int, tuple[object, ...]]] = []
+    if reason is None:
+        for n in at:
+            fields = re.split(r"[ \t\n\x0b\f\r]+", lines[n - 1])
+            entries.append((n, (int(fields[0]), int(fields[1])) if epoch_file
+                            else (fields[0], int(fields[1]), int(fields[2]))))
+    return CheckpointRead(reason, shown, entries)

@@ -3,13 +3,22 @@ kafka-topics --describe parses from 0.11 to 4.x."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import tempfile
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import functions as F
 
 from auditor.ingest.checkpoints import parse_checkpoints
 from auditor.ingest.describe import parse_describe
-from auditor.ingest.discovery import HWM, LEADER_EPOCH
+from auditor.ingest.discovery import HWM, LEADER_EPOCH, InputFile
+from auditor.ingest.lines import read_small_files
+from tests import reference as ref
 
 pytestmark = pytest.mark.spark
 SNAP = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -61,6 +70,89 @@ def test_checkpoint_files(spark) -> None:  # type: ignore[no-untyped-def]
             assert set(per_file[fid]) == {"quarantined"}
     assert sorted(per_file[6]) == ["parsed", "skipped", "skipped", "skipped", "skipped"]
     assert all(r.error.startswith("checkpoint file rejected: ") for r in lines if r.disposition == "quarantined")
+
+
+
+#: Field values a checkpoint line may hold: numbers at and past the int and long bounds, a
+#: sign, leading zeros, names Kafka accepts as topics and ones it does not.
+TOKENS = ("0", "1", "7", "-1", "+3", "007", "2147483647", "2147483648", "-2147483649", "9223372036854775807",
+          "9223372036854775808", "-9223372036854775809", "orders", "my.topic-x", "bad/topic", "forty")
+
+
+@st.composite
+def checkpoint_file(draw):  # type: ignore[no-untyped-def]
+    """(epoch file?, text) of a checkpoint file that is often well formed and often not."""
+    epoch_file = draw(st.booleans())
+    number = st.integers(0, 2**31 - 1).map(str)
+    good = st.tuples(number, number) if epoch_file else st.tuples(st.sampled_from(["orders", "a.b_c-1"]), number, number)
+    entry = st.one_of(good.map(" ".join), st.lists(st.sampled_from(TOKENS), max_size=4).map(" ".join),
+                      st.lists(st.sampled_from(TOKENS), min_size=2, max_size=3).map("\t".join))
+    entries = draw(st.lists(entry, max_size=4))
+    version = draw(st.sampled_from(["0", "0", "0", "1", " 0 ", "\t0", "x", None]))
+    count = draw(st.sampled_from([str(len(entries))] * 3 + [str(len(entries) + 1), " 2", "abc", "-1",
+                                  "99999999999999999999", None]))
+    lines = [x for x in (version, count) if x is not None] + entries
+    for _ in range(draw(st.integers(0, 2))):  # blank lines anywhere
+        lines.insert(draw(st.integers(0, len(lines))), draw(st.sampled_from(["", "  "])))
+    end = draw(st.sampled_from(["\n", "\r\n", "\r"]))
+    text = end.join(lines) + (end if lines and draw(st.booleans()) else "")
+    return epoch_file, text
+
+
+#: Files every draw holds (Hypothesis tries the simplest draw first): one of each verdict.
+EDGE_FILES = [(True, "0\n2\n0 0\n3 10\n"), (False, "0\r\n1\r\norders 0 5"), (True, "1\n0\n"),
+              (True, "0\nabc\n"), (False, "0\n99999999999999999999\n"), (True, "0\n1\n0 x\n"),
+              (True, "0\n1\n-1 0\n"), (False, "0\n1\norders 0 9223372036854775808\n"),
+              (False, "0\n2\norders 0 1\n"), (True, "\n  \n0\n\n1\n\n4 4\n\n"), (True, "")]
+
+
+@settings(max_examples=4, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck),
+          phases=[Phase.explicit, Phase.generate])  # (no shrinking: a failure prints its draw)
+@given(st.lists(checkpoint_file(), min_size=30, max_size=30, unique_by=lambda f: f[1]))
+def test_checkpoint_files_read_as_kafkas_reader_model(spark, generated) -> None:  # type: ignore[no-untyped-def]
+    """Generated checkpoint files (versions, counts, entries and blank lines, well formed or
+    not) give each file's verdict, each line's disposition and each entry as the pure-Python
+    model of Kafka's reader (``tests/reference.read_checkpoint``)."""
+    drawn = EDGE_FILES + generated
+    folder = Path(tempfile.mkdtemp(prefix="checkpoints-"))
+    inputs = []
+    for fid, (epoch_file, text) in enumerate(drawn):
+        path = folder / f"f{fid}"
+        path.write_bytes(text.encode())  # (bytes: the line terminators as drawn)
+        inputs.append((fid, InputFile(str(path), f"f{fid}", LEADER_EPOCH if epoch_file else HWM, SNAP, 1, "d",
+                                      "t" if epoch_file else None, 0 if epoch_file else None, len(text))))
+    files = spark.createDataFrame(
+        [(fid, LEADER_EPOCH if epoch_file else HWM, f"f{fid}", SNAP, 1, "d", "t" if epoch_file else None,
+          0 if epoch_file else None) for fid, (epoch_file, _) in enumerate(drawn)],
+        "file_id int, kind string, rel string, snapshot timestamp, broker int, log_dir string, topic string, partition int")
+    parsed = parse_checkpoints(read_small_files(spark, inputs), files)  # (the reader an audit uses)
+    # the three frames' rows as JSON text, in one job
+    union = parsed.files.select(F.lit("files").alias("frame"), F.to_json(F.struct("file_id", "usable", "reason"))
+                                .alias("row")).unionByName(
+        parsed.lines.select(F.lit("lines").alias("frame"), F.to_json(F.struct(
+            "file_id", "line_number", "disposition", "error", "shown")).alias("row"))).unionByName(
+        parsed.entries.select(F.lit("entries").alias("frame"), F.to_json(F.struct(
+            "file_id", "line_number", "topic", "partition", "epoch", "offset")).alias("row")))
+    got: dict[str, list[tuple[object, ...]]] = {"files": [], "lines": [], "entries": []}
+    for r in union.collect():
+        row = json.loads(r.row)
+        got[r.frame].append(tuple(row.get(k) for k in {
+            "files": ("file_id", "usable", "reason"),
+            "lines": ("file_id", "line_number", "disposition", "error", "shown"),
+            "entries": ("file_id", "line_number", "topic", "partition", "epoch", "offset")}[r.frame]))
+    want: dict[str, list[tuple[object, ...]]] = {"files": [], "lines": [], "entries": []}
+    for fid, (epoch_file, text) in enumerate(drawn):
+        read = ref.read_checkpoint(text, epoch_file)
+        want["files"].append((fid, read.reason is None, read.reason))
+        want["lines"] += [(fid, *line) for line in read.lines]
+        want["entries"] += [(fid, n, "t", 0, *value) if epoch_file else (fid, n, *value[:2], None, value[2])
+                            for n, value in read.entries]
+    shutil.rmtree(folder)
+    for frame in want:
+        assert sorted(got[frame], key=repr) == sorted(want[frame], key=repr), frame
+    # every kind of verdict is among them (the model's)
+    kinds = {"usable" if r is None else "range" if "never writes" in r else r.split(" ")[0] for _, _, r in want["files"]}
+    assert kinds == {"usable", "unrecognised", "entry", "malformed", "range", "expected"}, kinds
 
 
 DESCRIBE_0_11 = (
