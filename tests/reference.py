@@ -311,6 +311,7 @@ def _entry(text: str, epoch_file: bool) -> tuple[bool, str | None]:
         ok = (len(fields) == 3 and re.fullmatch(r"[A-Za-z0-9._-]+", fields[0]) is not None
               and _int(fields[1], 32) is not None and _int(fields[2], 64) is not None)
         epoch, offset = None, (fields[2] if len(fields) > 2 else None)
+
     def outside(number: str | None, bits: int) -> bool:  # a number Kafka never writes there
         value = _int(number, bits) if number is not None and _NUMBER.fullmatch(number) else 0
         return value is None or value < 0

@@ -4,7 +4,6 @@ kafka-topics --describe parses from 0.11 to 4.x."""
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -114,27 +113,29 @@ def test_checkpoint_files_read_as_kafkas_reader_model(spark, generated) -> None:
     not) give each file's verdict, each line's disposition and each entry as the pure-Python
     model of Kafka's reader (``tests/reference.read_checkpoint``)."""
     drawn = EDGE_FILES + generated
-    folder = Path(tempfile.mkdtemp(prefix="checkpoints-"))
-    inputs = []
-    for fid, (epoch_file, text) in enumerate(drawn):
-        path = folder / f"f{fid}"
-        path.write_bytes(text.encode())  # (bytes: the line terminators as drawn)
-        inputs.append((fid, InputFile(str(path), f"f{fid}", LEADER_EPOCH if epoch_file else HWM, SNAP, 1, "d",
-                                      "t" if epoch_file else None, 0 if epoch_file else None, len(text))))
-    files = spark.createDataFrame(
-        [(fid, LEADER_EPOCH if epoch_file else HWM, f"f{fid}", SNAP, 1, "d", "t" if epoch_file else None,
-          0 if epoch_file else None) for fid, (epoch_file, _) in enumerate(drawn)],
-        "file_id int, kind string, rel string, snapshot timestamp, broker int, log_dir string, topic string, partition int")
-    parsed = parse_checkpoints(read_small_files(spark, inputs), files)  # (the reader an audit uses)
-    # the three frames' rows as JSON text, in one job
-    union = parsed.files.select(F.lit("files").alias("frame"), F.to_json(F.struct("file_id", "usable", "reason"))
-                                .alias("row")).unionByName(
-        parsed.lines.select(F.lit("lines").alias("frame"), F.to_json(F.struct(
-            "file_id", "line_number", "disposition", "error", "shown")).alias("row"))).unionByName(
-        parsed.entries.select(F.lit("entries").alias("frame"), F.to_json(F.struct(
-            "file_id", "line_number", "topic", "partition", "epoch", "offset")).alias("row")))
+    with tempfile.TemporaryDirectory(prefix="checkpoints-") as folder:
+        inputs = []
+        for fid, (epoch_file, text) in enumerate(drawn):
+            path = Path(folder) / f"f{fid}"
+            path.write_bytes(text.encode())  # (bytes: the line terminators as drawn)
+            inputs.append((fid, InputFile(str(path), f"f{fid}", LEADER_EPOCH if epoch_file else HWM, SNAP, 1, "d",
+                                          "t" if epoch_file else None, 0 if epoch_file else None, len(text))))
+        files = spark.createDataFrame(
+            [(fid, LEADER_EPOCH if epoch_file else HWM, f"f{fid}", SNAP, 1, "d", "t" if epoch_file else None,
+              0 if epoch_file else None) for fid, (epoch_file, _) in enumerate(drawn)],
+            "file_id int, kind string, rel string, snapshot timestamp, broker int, log_dir string, topic string, "
+            "partition int")
+        parsed = parse_checkpoints(read_small_files(spark, inputs), files)  # (the reader an audit uses)
+        # the three frames' rows as JSON text, in one job
+        union = parsed.files.select(F.lit("files").alias("frame"), F.to_json(F.struct("file_id", "usable", "reason"))
+                                    .alias("row")).unionByName(
+            parsed.lines.select(F.lit("lines").alias("frame"), F.to_json(F.struct(
+                "file_id", "line_number", "disposition", "error", "shown")).alias("row"))).unionByName(
+            parsed.entries.select(F.lit("entries").alias("frame"), F.to_json(F.struct(
+                "file_id", "line_number", "topic", "partition", "epoch", "offset")).alias("row")))
+        collected = union.collect()
     got: dict[str, list[tuple[object, ...]]] = {"files": [], "lines": [], "entries": []}
-    for r in union.collect():
+    for r in collected:
         row = json.loads(r.row)
         got[r.frame].append(tuple(row.get(k) for k in {
             "files": ("file_id", "usable", "reason"),
@@ -147,7 +148,6 @@ def test_checkpoint_files_read_as_kafkas_reader_model(spark, generated) -> None:
         want["lines"] += [(fid, *line) for line in read.lines]
         want["entries"] += [(fid, n, "t", 0, *value) if epoch_file else (fid, n, *value[:2], None, value[2])
                             for n, value in read.entries]
-    shutil.rmtree(folder)
     for frame in want:
         assert sorted(got[frame], key=repr) == sorted(want[frame], key=repr), frame
     # every kind of verdict is among them (the model's)

@@ -81,7 +81,7 @@ def parse_checkpoints(numbered: DataFrame, files: DataFrame) -> ParsedCheckpoint
         .when(F.col("version") != "0", F.format_string(
             "unrecognised checkpoint version %s (expected 0)", F.substring("version", 1, 40)))
         .when(F.col("count_text").isNull(), F.lit(None))
-        # (Kafka reads the count as a number: digits beyond a long are no number either)
+        # (Kafka reads the count as an int: digits beyond a long are no number here either)
         .when(~F.col("count_text").rlike(r"^\d+$") | F.col("count_text").try_cast(LongType()).isNull(),
               F.lit("entry count line is not a number"))
         .when(F.col("bad_line").isNotNull() & F.col("bad_why").isNotNull(), F.format_string(
