@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from auditor.semantics.eoe import ENTRY, eoe, latest_epoch
 from auditor.semantics.truncation import kip101_offset, least_strict
-from auditor.summarise.digest import DIGEST_SUMS, digest, fold
+from auditor.summarise.digest import COMBINE, DIGEST_SUMS, digest, fold
 
 KEY = ["snapshot", "topic", "partition", "replica"]
 PARTITION = ["snapshot", "topic", "partition"]
@@ -116,8 +116,7 @@ def window_verdicts(pairs: DataFrame, windows: DataFrame, tails: DataFrame, repl
 
 
 #: The sums of a window summary that :func:`in_scope` restricts, and how each combines.
-_RESTRICTED = {"n": F.sum, "min_base": F.min, "max_base": F.max, "max_last": F.max, "crcless": F.sum,
-               **{c: F.sum for c in DIGEST_SUMS}}
+_RESTRICTED = {c: COMBINE[c] for c in ("n", "min_base", "max_base", "max_last", "crcless", *DIGEST_SUMS)}
 
 
 def in_scope(differ: DataFrame, summaries: DataFrame, sums: tuple[str, ...]) -> DataFrame:

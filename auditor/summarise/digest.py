@@ -113,14 +113,16 @@ def summary_aggregates(base: Column, last: Column, epoch: Column, crc: Column, r
     return [fn(expr).alias(name) for name, fn, expr in summary_spec(base, last, epoch, crc, records, is_valid, when)]
 
 
+#: How the columns of summary rows (of :func:`summary_aggregates`) combine into coarser ones.
+COMBINE: dict[str, Callable[[Column], Column]] = {
+    "n": F.sum, "records": F.sum, "min_base": F.min, "max_base": F.max, "max_last": F.max,
+    "crcless": F.sum, "invalid": F.sum, **{k: F.sum for k in (*DIGEST_SUMS, *CHAIN_SUMS)},
+}
+
+
 def rollup(keys: list[str]) -> list[Column]:
     """Aggregates that combine summary rows (of :func:`summary_aggregates`) into coarser ones."""
-    return [
-        F.sum("n").alias("n"), F.sum("records").alias("records"), F.min("min_base").alias("min_base"),
-        F.max("max_base").alias("max_base"), F.max("max_last").alias("max_last"),
-        F.sum("crcless").alias("crcless"), F.sum("invalid").alias("invalid"),
-        *[F.sum(k).alias(k) for k in (*DIGEST_SUMS, *CHAIN_SUMS)],
-    ]
+    return [fn(F.col(c)).alias(c) for c, fn in COMBINE.items()]
 
 
 def fold(hi: Column, lo: Column) -> Column:
