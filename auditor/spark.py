@@ -93,7 +93,7 @@ def collector_options(extra_java_options: Sequence[str], environ: Mapping[str, s
     Why not the JDK's default G1: a driver (and, in local mode, its executors) allocates
     short-lived plan trees and rows in bursts and has no pause target to keep, and G1's
     concurrent threads and costlier write barriers share its few cores. Measured on 2
-    cores, alternating runs (docs/design.md, "Known open points", 2026-11-26): one-partition
+    cores, alternating runs (docs/performance-log.md, part 2, 2026-11-26): one-partition
     CLI audits 8% faster (22.3-23.3 s against 24.5-25.7 s), 1M lines 10% (53.2-54.3 s
     against 57.9-63.2 s), 100,000 partitions in a 2 GB heap 343 and 347 s where G1 ran out
     of heap twice.
