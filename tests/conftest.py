@@ -16,21 +16,21 @@ FIXTURES = Path(__file__).parent / "fixtures"
 DUMPS = FIXTURES / "dumps"
 
 
-#: The test files, longest first (their time in `scripts/test.sh --durations=0`, setup and
-#: calls, 2026-11-27, eleventh session: 105 s down to 4 s; the rest take a second or two).
+#: The test files, longest first (their time in `scripts/test.sh --durations=60`, setup and
+#: calls, 2026-11-27, sixteenth session: 115 s down to 9 s; the rest take a few seconds).
 #: They are collected in this order: pytest-xdist's `--dist loadfile` hands files to its
 #: two workers in collection order, first a few each, then one to whichever worker is free,
 #: so the long ones start early and the workers end within a short file of each other
 #: (longest first is the classic greedy schedule; in alphabetical order the last long
 #: file ran ~50 s after the other worker had finished).
-SLOW_FIRST = ("test_incremental.py", "test_cluster.py", "test_concurrency.py", "test_dump_formats.py",
-              "test_run.py", "test_drill_model.py", "test_checks.py", "test_simulator_precision.py",
-              "test_overtime.py", "test_report.py", "test_secrets.py", "test_kraft.py", "test_materialise.py",
-              "test_spark_submit.py", "test_fuzz.py", "test_run_end.py", "test_etcd_rehearsal.py",
-              "test_commit.py", "test_etcd.py", "test_large_files.py", "test_seed_cases.py",
-              "test_snapshot_layout.py", "test_kraft_simulation.py", "test_engine_model.py", "test_simulator.py",
-              "test_bad_values.py", "test_classarchive.py", "test_tiered.py", "test_checkpoints_describe.py",
-              "test_tabular.py", "test_lineage_model.py", "test_localjar.py", "test_eoe.py")
+SLOW_FIRST = ("test_cluster.py", "test_incremental.py", "test_concurrency.py", "test_dump_formats.py",
+              "test_snapshot_layout.py", "test_run.py", "test_drill_model.py", "test_checks.py",
+              "test_simulator_precision.py", "test_secrets.py", "test_overtime.py", "test_kraft.py",
+              "test_report.py", "test_fuzz.py", "test_etcd_rehearsal.py", "test_commit.py", "test_run_end.py",
+              "test_seed_cases.py", "test_engine_model.py", "test_large_files.py", "test_tiered.py",
+              "test_kraft_simulation.py", "test_etcd.py", "test_classarchive.py", "test_simulator.py",
+              "test_bad_values.py", "test_materialise.py", "test_lineage_model.py", "test_checkpoints_describe.py",
+              "test_tabular.py", "test_localjar.py", "test_eoe.py")
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -6,7 +6,9 @@ tables row for row (run columns aside):
 - ``auditor audit --master spark://...`` against a real standalone cluster on loopback
   (``scripts/local-cluster.sh``: a master and two workers, each its own JVM, so shuffles
   and stored intermediates cross processes),
-- ``spark-submit --master spark://... jobs/audit.py``.
+- ``spark-submit --master spark://... jobs/audit.py``, with the default ``--fail-on``
+  (``critical``): the job's exit status is the CLI's (1: the faults leave CRITICAL
+  findings).
 
 The two cluster runs keep Spark's event log (``--event-log``), and their driver runs with
 its own empty TMPDIR: no path that an executor reads or writes (every file scan and every
@@ -87,17 +89,19 @@ def test_local_cluster_and_spark_submit_give_the_same_tables(tmp_path: Path, clu
     # (Uncompressed event logs, for this test to read; Spark's default is zstd.)
     conf = tmp_path / "auditor.toml"
     conf.write_text('[spark]\nconf = { "spark.eventLog.compress" = "false" }\n', encoding="utf-8")
-    common = [str(snap), "--cluster", "three-ways", "--snapshot", LABEL, "--fail-on", "never", "--conf", str(conf)]
+    common = [str(snap), "--cluster", "three-ways", "--snapshot", LABEL, "--conf", str(conf)]
+    never = ["--fail-on", "never"]
     # local[2]: the CLI in this process, on the suite's session (local[2], 2 shuffle
     # partitions where the cluster runs have 4: results must not depend on it).
-    in_process = CliRunner().invoke(main, ["audit", *common, "--master", "local[2]", "--out", str(tmp_path / "local-out")])
+    in_process = CliRunner().invoke(main, ["audit", *common, *never, "--master", "local[2]",
+                                           "--out", str(tmp_path / "local-out")])
     assert in_process.exit_code == 0, in_process.output
-    runs = {
-        "cluster": [auditor, "audit", *common, "--master", cluster],
-        "submit": [submit, "--master", cluster, "--conf", "spark.ui.enabled=false",
-                   str(ROOT / "jobs" / "audit.py"), *common],
+    runs = {  # name: (command, exit status)
+        "cluster": ([auditor, "audit", *common, *never, "--master", cluster], 0),
+        "submit": ([submit, "--master", cluster, "--conf", "spark.ui.enabled=false",
+                    str(ROOT / "jobs" / "audit.py"), *common, "--run-id", "sub-1"], 1),
     }
-    for name, command in runs.items():
+    for name, (command, status) in runs.items():
         driver_tmp = tmp_path / f"{name}-driver-tmp"
         driver_tmp.mkdir()
         events = tmp_path / f"{name}-events"
@@ -105,8 +109,8 @@ def test_local_cluster_and_spark_submit_give_the_same_tables(tmp_path: Path, clu
         env = {**os.environ, "TMPDIR": str(driver_tmp), "PYSPARK_PYTHON": sys.executable,
                "PYSPARK_DRIVER_PYTHON": sys.executable}
         proc = subprocess.run([*command, *extra], capture_output=True, text=True, env=env, timeout=900)
-        assert proc.returncode == 0, f"{name}: {proc.stderr[-4000:]}"
-        assert "run " in proc.stdout and "CRITICAL" in proc.stdout, proc.stdout
+        assert proc.returncode == status, f"{name}: {proc.stderr[-4000:]}"
+        assert ("run sub-1:" if name == "submit" else "run ") in proc.stdout and "CRITICAL" in proc.stdout, proc.stdout
         paths = plan_paths(events)
         assert any(p.startswith(str(snap)) for p in paths), "the event log's plans name the input"
         inside = [p for p in paths if p.startswith(str(driver_tmp))]
@@ -117,3 +121,7 @@ def test_local_cluster_and_spark_submit_give_the_same_tables(tmp_path: Path, clu
     for name in ("cluster", "submit"):
         for table in TABLES:
             assert table_rows(tmp_path / f"{name}-out", table) == local[table], f"{name}: {table}"
+    # the submitted job's run, under the id it was given, written by the writer every
+    # session without Delta's jars uses
+    (submitted,) = DeltaTable(str(tmp_path / "submit-out" / "runs")).to_pyarrow_table().to_pylist()
+    assert (submitted["run_id"], submitted["status"], submitted["writer"]) == ("sub-1", "SUCCEEDED", "deltalake")
