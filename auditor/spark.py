@@ -403,15 +403,6 @@ ONE_PARTITION_CONF: dict[str, str | None] = {ONE_PARTITION_SHUFFLES: "true"}
 REPLICAS_PER_PARTITION = 50_000
 #: Up to this many replicas, the work after the scan runs in one partition (:func:`one_partition`).
 ONE_PARTITION_REPLICAS = 200_000
-#: Up to this many replicas, the work after the scan runs without generated code; above it,
-#: compiled (the session's own setting). Compiling costs each query a few Janino classes
-#: whatever its size; interpreting costs per row. Measured 2026-11-27 (sixteenth session,
-#: the bench's diverged snapshots, CLI audits with Spark's event log, from the first engine
-#: job to the last): 9,000 replicas (3M lines) 34.3-34.8 s interpreted against 39.2-40.2 s
-#: compiled; 30,000 replicas (10M lines) 53.3-57.0 s (4 runs, mean 54.8) against
-#: 46.7-54.6 s (4 runs, mean 50.5: its jobs 7 s shorter, the planning between them 3 s
-#: longer), the same tables.
-COMPILED_REPLICAS = 20_000
 
 
 def replica_partitions(replicas: int) -> int:
@@ -449,19 +440,17 @@ def session_conf(spark: SparkSession, wanted: dict[str, str | None]) -> Iterator
 @contextlib.contextmanager
 def replica_sized(spark: SparkSession, replicas: int) -> Iterator[None]:
     """Run the block with :data:`REPLICA_SIZED_CONF` (but the session's own code generation
-    above :data:`COMPILED_REPLICAS` replicas, and the session's own partitioning of frames
-    above :data:`ONE_PARTITION_REPLICAS`) and one shuffle partition per
+    above :data:`ONE_PARTITION_REPLICAS` replicas) and one shuffle partition per
     :data:`REPLICAS_PER_PARTITION` of ``replicas`` (at least one, at most the session's own).
     Text read inside the block (:func:`parsing`) keeps the settings it had before."""
     current = int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
     partitions = min(current, replica_partitions(replicas))
-    # Above COMPILED_REPLICAS the tables keep the session's code generation: interpreting
-    # every expression over tens of thousands of replicas costs more than compiling (the
-    # 100,000-partition audit 201 -> 187 s, its first engine cut 12.7 -> 6.5 s; 30,000
-    # replicas: above).
-    conf = {**REPLICA_SIZED_CONF, **(ONE_PARTITION_CONF if replicas <= ONE_PARTITION_REPLICAS else {})}
-    if replicas > COMPILED_REPLICAS:
-        conf = {k: v for k, v in conf.items() if k not in CODEGEN_CONF}
+    # Above ONE_PARTITION_REPLICAS the tables are as large as log-sized ones (LOG_SIZED_ROWS)
+    # and keep the session's code generation: interpreting every expression over 300,000
+    # replicas cost more than compiling (the 100,000-partition audit 201 -> 187 s, its first
+    # engine cut 12.7 -> 6.5 s).
+    conf = {**REPLICA_SIZED_CONF, **ONE_PARTITION_CONF} if replicas <= ONE_PARTITION_REPLICAS else {
+        k: v for k, v in REPLICA_SIZED_CONF.items() if k not in CODEGEN_CONF}
     with session_conf(spark, {**conf, "spark.sql.shuffle.partitions": str(partitions)}) as saved:
         token = _PARSE_CONF.set(saved)
         one = _ONE_PARTITION.set(replicas <= ONE_PARTITION_REPLICAS)
