@@ -84,6 +84,10 @@ def materialise(frames: dict[str, DataFrame], work_dir: str, label: str) -> dict
     context.setJobDescription(f"{label}: {', '.join(frames)}")  # names the job in Spark's UI and event log
     try:
         if collect:
+            # One task per core, not one per frame: each task deserialises the whole stage's
+            # plan (every frame's expressions), and a cut point of ten small frames is ten
+            # tasks otherwise (coalescing moves no row).
+            union = union.coalesce(max(1, context.defaultParallelism))
             collected = _write_collected(union.toArrow(), list(frames), work_dir, label)
         else:
             collected = {}
