@@ -39,8 +39,16 @@ def test_frames_of_one_cut_point_come_back_unchanged(spark, tmp_path: Path, monk
         group = f"materialise-test-{small_rows}-{collected}"
         spark.sparkContext.setJobGroup(group, group)
         stored = materialise({"batches": batches, "errors": errors, "empty": empty, "nested": nested}, str(tmp_path), "cut")
-        jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
-        assert jobs == 1  # all the frames in one job
+        tracker = spark.sparkContext.statusTracker()
+        jobs = tracker.getJobIdsForGroup(group)
+        assert len(jobs) == 1  # all the frames in one job
+        # collected: one task per core, not one per frame's partition (each task
+        # deserialises the whole stage's plan); Spark's write keeps a task per partition
+        info = tracker.getJobInfo(jobs[0])
+        assert info is not None
+        tasks = max(stage.numTasks for stage in map(tracker.getStageInfo, info.stageIds) if stage is not None)
+        cores = spark.sparkContext.defaultParallelism
+        assert (tasks <= cores) if collected else (tasks > cores), (tasks, cores)
         # which way it went: Spark's output committer leaves its marker file, pyarrow none
         assert (tmp_path / "cut" / "_SUCCESS").exists() is not collected
         for name, df in (("batches", batches), ("errors", errors), ("empty", empty), ("nested", nested)):
