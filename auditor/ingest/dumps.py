@@ -154,21 +154,26 @@ def _slow_path(c: Callable[[str], Column]) -> Column:
     """The full judgement of a line (``c``: a column by name): its error, what is shown of
     it when quarantined, and what a header's path says."""
     problem = F.when(c("has_problem"), F.lit(SECTION_PROBLEM))
-    error = _error(c, problem)
     kind = c("kind")
-    clean = _is_clean(c)
     header = kind == "header"
-    path = g.header_path(c("t"))
-    topic, part = g.header_topic_partition(path)
-    return F.struct(
-        error.alias("error"),
-        F.when(error.isNotNull() & ~kind.isin("unknown", "invalid_bytes") & ~clean, c("meta")).alias("e_meta"),
-        F.when(error.isNotNull() & (kind == "unknown"), F.length(c("t"))).alias("e_length"),
-        F.when(error.isNotNull(), clean).alias("e_clean"),
-        F.when(header, g.header_base_offset(path)).alias("header_base"),
-        F.when(header, g.section_kind(path)).alias("h_skind"), F.when(header, topic).alias("h_topic"),
-        F.when(header, part).alias("h_partition"),
-    )
+
+    def judged(v: Column) -> Column:
+        error, clean, path = v["error"], v["clean"], v["path"]
+        topic, part = g.header_topic_partition(path)
+        return F.struct(
+            error.alias("error"),
+            F.when(error.isNotNull() & ~kind.isin("unknown", "invalid_bytes") & ~clean, c("meta")).alias("e_meta"),
+            F.when(error.isNotNull() & (kind == "unknown"), F.length(c("t"))).alias("e_length"),
+            F.when(error.isNotNull(), clean).alias("e_clean"),
+            F.when(header, g.header_base_offset(path)).alias("header_base"),
+            F.when(header, g.section_kind(path)).alias("h_skind"), F.when(header, topic).alias("h_topic"),
+            F.when(header, part).alias("h_partition"),
+        )
+
+    # the error, cleanliness and header path bound once each (a tree that repeats a
+    # sub-expression copies it)
+    return interpreted(F.struct(_error(c, problem).alias("error"), _is_clean(c).alias("clean"),
+                                F.when(header, g.header_path(c("t"))).alias("path")), judged)
 
 
 def _is_clean(c: Callable[[str], Column]) -> Column:
@@ -255,15 +260,19 @@ _BOUNDED = (("baseOffset", "2^63 - 1"), ("lastOffset", "2^63 - 1"), ("offset", "
 def _out_of_range(meta: Column) -> Column:
     """``"<field> <value> out of range"`` for the first bounded field written as a whole
     number too large for its type, else null (only evaluated for quarantined lines)."""
-    toks = g.tokens(meta)
-    expr = F.lit(None).cast("string")
-    for name, bound in reversed(_BOUNDED):
-        text = g.field_text(toks, name)
-        too_big = text.rlike(r"^-?\d+$") & (
-            text.try_cast(LongType() if bound == "2^63 - 1" else IntegerType()).isNull())
-        expr = F.when(too_big, F.format_string(f"%s %s out of range (at most {bound}: a value Kafka never writes)",
-                                               F.lit(name), F.substring(text, 1, 25))).otherwise(expr)
-    return expr
+    def message(name: str, bound: str) -> Callable[[Column], Column]:
+        def of(text: Column) -> Column:
+            too_big = text.rlike(r"^-?\d+$") & (
+                text.try_cast(LongType() if bound == "2^63 - 1" else IntegerType()).isNull())
+            return F.when(too_big, F.format_string(
+                f"%s %s out of range (at most {bound}: a value Kafka never writes)",
+                F.lit(name), F.substring(text, 1, 25)))
+        return of
+
+    def first_too_big(toks: Column) -> Column:
+        return F.coalesce(*[interpreted(g.field_text(toks, name), message(name, bound)) for name, bound in _BOUNDED])
+    # each intermediate bound once (a tree that repeats a sub-expression copies it)
+    return interpreted(g.tokens(meta), first_too_big)
 
 
 def _error(c: Callable[[str], Column], problem: Column) -> Column:
@@ -283,15 +292,14 @@ def _error(c: Callable[[str], Column], problem: Column) -> Column:
         .when(kind == "unknown", F.lit("unrecognised line"))
         .when(kind == "index_like", F.lit("index-style line inside a .log section"))
         .when((kind == "batch_v2") & missing_v2.isNotNull(),
-              F.when(out_of_range.isNotNull(), out_of_range)
-              .otherwise(F.concat(F.lit("batch line without "), missing_v2, F.lit(" (truncated line?)"))))
+              F.coalesce(out_of_range, F.concat(F.lit("batch line without "), missing_v2, F.lit(" (truncated line?)"))))
         .when((kind == "batch_v2") & (c("f_epoch") < -1),
               F.lit("partitionLeaderEpoch below -1 (a value Kafka never writes)"))
         .when((kind == "batch_v2") & (c("f_base") < 0), F.lit("negative baseOffset (a value Kafka never writes)"))
         .when((kind == "batch_v2") & (c("f_last") < c("f_base")), F.lit("batch line with lastOffset below baseOffset"))
         .when((kind == "batch_legacy") & missing_legacy.isNotNull(),
-              F.when(out_of_range.isNotNull(), out_of_range)
-              .otherwise(F.concat(F.lit("legacy batch line without "), missing_legacy, F.lit(" (truncated line?)"))))
+              F.coalesce(out_of_range,
+                         F.concat(F.lit("legacy batch line without "), missing_legacy, F.lit(" (truncated line?)"))))
         .when(kind.isin("batch_legacy", *g.REBUILT_KINDS, *g.RECORD_KINDS) & (c("f_offset") < 0),
               F.lit("negative offset (a value Kafka never writes)"))
         .when(kind.isin(*g.REBUILT_KINDS) & missing_rebuilt.isNotNull(),

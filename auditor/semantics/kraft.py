@@ -71,33 +71,44 @@ def kraft_inputs(pairs: DataFrame, snapshots: DataFrame, batches: DataFrame) -> 
         lowest, KEY, "left").drop("leader")
 
 
+def _eoe(entries: Column, leo: Column, requested: Column) -> Column:
+    """:func:`eoe` as one struct (``epoch``, ``offset``), to bind once with :func:`let`."""
+    epoch, offset = eoe(entries, leo, requested)
+    return F.struct(epoch.alias("epoch"), offset.alias("offset"))
+
+
 def _round(acc: Column, max_rounds: int) -> Column:
     """One fetch of SPEC 4.7's ``kraft`` exchange on the state ``acc`` (a no-op once done)."""
 
     def asked(a: Column) -> Column:  # the follower's fetch and the leader's validation
         leo, l_first = a["leo"], a["l_first"]
         holds = a["f_min_base"].isNotNull() & (a["f_min_base"] < leo)
-        e = F.when(holds, latest_epoch(a["cur"])).otherwise(
-            F.coalesce(a["f_snap_epoch"], latest_epoch(a["cur"])))
-        snapshot = l_first.isNotNull() & (
-            (leo < a["l_log_start"]) | ((leo == a["l_log_start"]) & (e != l_first["epoch"]))
-            | (e < l_first["epoch"]) | (leo == 0))
-        el0, ol0 = eoe(a["l_entries"], a["l_leo"], e)
-        to_snapshot = l_first.isNotNull() & (el0 == e) & (ol0 == a["l_log_start"])
-        undefined = (el0 == -1) & (ol0 == -1)
-        el = F.when(to_snapshot, l_first["epoch"]).when(undefined, e).otherwise(el0)
-        ol = F.when(to_snapshot, l_first["end_offset"]).when(undefined, a["l_leo"]).otherwise(ol0)
-        return F.struct(holds.alias("holds"), e.alias("e"), snapshot.alias("snapshot"), el.alias("el"),
-                        ol.alias("ol"))
+
+        def validated(e: Column, v: Column) -> Column:
+            el0, ol0 = v["epoch"], v["offset"]
+            snapshot = l_first.isNotNull() & (
+                (leo < a["l_log_start"]) | ((leo == a["l_log_start"]) & (e != l_first["epoch"]))
+                | (e < l_first["epoch"]) | (leo == 0))
+            to_snapshot = l_first.isNotNull() & (el0 == e) & (ol0 == a["l_log_start"])
+            undefined = (el0 == -1) & (ol0 == -1)
+            el = F.when(to_snapshot, l_first["epoch"]).when(undefined, e).otherwise(el0)
+            ol = F.when(to_snapshot, l_first["end_offset"]).when(undefined, a["l_leo"]).otherwise(ol0)
+            return F.struct(holds.alias("holds"), e.alias("e"), snapshot.alias("snapshot"), el.alias("el"),
+                            ol.alias("ol"))
+
+        e = F.when(holds, latest_epoch(a["cur"])).otherwise(F.coalesce(a["f_snap_epoch"], latest_epoch(a["cur"])))
+        return let(e, lambda e: let(_eoe(a["l_entries"], a["l_leo"], e), lambda v: validated(e, v)))
 
     def answered(a: Column, q: Column) -> Column:  # the follower's own end offset for EL
-        ef0, of0 = eoe(a["cur"], a["leo"], q["el"])
-        f_first = a["f_first"]
-        to_snapshot = f_first.isNotNull() & (ef0 == q["el"]) & (of0 == a["f_log_start"])
-        undefined = (ef0 == -1) & (of0 == -1)
-        ef = F.when(to_snapshot, f_first["epoch"]).when(undefined, q["el"]).otherwise(ef0)
-        of = F.when(to_snapshot, f_first["end_offset"]).when(undefined, a["leo"]).otherwise(of0)
-        return F.struct(ef.alias("ef"), of.alias("of"))
+        def checked(v: Column) -> Column:
+            ef0, of0, f_first = v["epoch"], v["offset"], a["f_first"]
+            to_snapshot = f_first.isNotNull() & (ef0 == q["el"]) & (of0 == a["f_log_start"])
+            undefined = (ef0 == -1) & (of0 == -1)
+            ef = F.when(to_snapshot, f_first["epoch"]).when(undefined, q["el"]).otherwise(ef0)
+            of = F.when(to_snapshot, f_first["end_offset"]).when(undefined, a["leo"]).otherwise(of0)
+            return F.struct(ef.alias("ef"), of.alias("of"))
+
+        return let(_eoe(a["cur"], a["leo"], q["el"]), checked)
 
     def decided(a: Column, q: Column, r: Column) -> Column:
         leo, el, ol, ef, of = a["leo"], q["el"], q["ol"], r["ef"], r["of"]
