@@ -13,6 +13,15 @@ lookups kept and not in alternate audits after a warm-up: 8.2-10.3 s against 10.
 (the py4j commands of the planning thread 43,000 -> 26,000 per audit). Nothing else
 changes: the same JVM methods get the same arguments.
 
+A column by name (``F.col("x")``, or a name where PySpark wants a column) is made once per
+JVM and name, then shared: an immutable, unresolved reference.
+
+A list becomes a Scala sequence in one call per eight elements, too, when the JVM has the
+auditor's jar (``auditor.localjar``, a local session it started): py4j sends a Python list as
+a new ``ArrayList`` and one ``add`` per element, a round trip each, so ``Seqs.of(a, b, c)``
+(then ``Seqs.plus(seq, ...)`` for each next :data:`SEQ_ARITY`) replaces
+``PythonUtils.toSeq([a, b, c])``, the same sequence.
+
 It replaces three private helpers of PySpark (``_get_jvm_function``,
 ``_create_column_from_name``, ``_to_seq``), each a few lines that look a method up and call
 it, and only when they still have the signatures they have in PySpark 4.0: a PySpark whose
@@ -21,10 +30,13 @@ helpers differ keeps its own (:func:`install` returns False and says so in the d
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any
+
+from auditor.localjar import SEQ_ARITY, SEQS_CLASS
 
 logger = logging.getLogger(__name__)
 
@@ -56,20 +68,60 @@ def static_member(jvm: Any, class_name: str, member: str) -> Any:
 
 def _get_jvm_function(name: str, sc: Any) -> Callable[..., Any]:
     assert sc._jvm is not None
+    if name == "col":
+        return functools.partial(column, sc._jvm)
     return static_member(sc._jvm, FUNCTIONS, name)
 
 
 def _create_column_from_name(name: str) -> Any:
     from pyspark.sql.utils import get_active_spark_context
 
-    return static_member(get_active_spark_context()._jvm, FUNCTIONS, "col")(name)
+    return column(get_active_spark_context()._jvm, name)
+
+
+#: (id of a gateway's JVM view, name) -> (that view, the JVM's ``col(name)``).
+_COLUMNS: dict[tuple[int, str], tuple[Any, Any]] = {}
+#: The most names kept (an audit uses some hundreds).
+MAX_COLUMNS = 20_000
+
+
+def column(jvm: Any, name: Any) -> Any:
+    """The JVM column ``functions.col(name)``, made once per JVM and name (a column by name
+    is an immutable, unresolved reference: every query may share it)."""
+    if not isinstance(name, str):
+        return static_member(jvm, FUNCTIONS, "col")(name)
+    key = (id(jvm), name)
+    found = _COLUMNS.get(key)
+    if found is None:
+        found = (jvm, static_member(jvm, FUNCTIONS, "col")(name))
+        if len(_COLUMNS) < MAX_COLUMNS:
+            _COLUMNS[key] = found
+    return found[1]
 
 
 def _to_seq(sc: Any, cols: Iterable[Any], converter: Callable[[Any], Any] | None = None) -> Any:
-    if converter:
-        cols = [converter(c) for c in cols]
+    elements = [converter(c) for c in cols] if converter else list(cols)
     assert sc._jvm is not None
-    return static_member(sc._jvm, PYTHON_UTILS, "toSeq")(cols)
+    if not _has_seqs(sc._jvm):
+        return static_member(sc._jvm, PYTHON_UTILS, "toSeq")(elements)
+    seq = static_member(sc._jvm, SEQS_CLASS, "of")(*elements[:SEQ_ARITY])
+    for start in range(SEQ_ARITY, len(elements), SEQ_ARITY):
+        seq = static_member(sc._jvm, SEQS_CLASS, "plus")(seq, *elements[start:start + SEQ_ARITY])
+    return seq
+
+
+#: id of a gateway's JVM view -> (that view, whether its JVM has :data:`SEQS_CLASS`).
+_SEQS: dict[int, tuple[Any, bool]] = {}
+
+
+def _has_seqs(jvm: Any) -> bool:
+    """Whether the JVM behind ``jvm`` has the auditor's jar (``auditor.localjar``): asked once."""
+    found = _SEQS.get(id(jvm))
+    if found is None:
+        from py4j.java_gateway import JavaClass
+
+        found = _SEQS[id(jvm)] = (jvm, isinstance(getattr(jvm, SEQS_CLASS), JavaClass))
+    return found[1]
 
 
 _REPLACEMENTS = {

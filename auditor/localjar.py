@@ -1,6 +1,6 @@
 """The auditor's own Java classes, built into one jar for the local sessions it starts.
 
-Two classes (sources in ``auditor/java``), each measured to matter for small audits:
+Three classes (sources in ``auditor/java``), each measured to matter for small audits:
 
 - :data:`FS_CLASS`: Hadoop's local file system without a child process per permission
   change. Every Parquet write Spark makes goes through Hadoop's local file system. Without
@@ -21,6 +21,8 @@ Two classes (sources in ``auditor/java``), each measured to matter for small aud
   at every join; a union of one-partition frames is not one partition to it. Measured
   2026-11-27 (eleventh session) on the demo's snapshot, alternating warm audits in one
   process: 142 stages -> 31, 10.5-11.3 s against 11.3-13.1 s; tables identical.
+- :data:`SEQS_CLASS`: Scala sequences made in one py4j call per :data:`SEQ_ARITY` elements,
+  for the lists of columns PySpark sends to the JVM (``auditor.jvmlookups``).
 
 ``auditor warm-up`` (run by ``scripts/setup.sh``) compiles them once per machine into a jar
 in ~/.cache/log-auditor/ (it needs ``javac``, a JDK's compiler); :func:`auditor.spark.build_session`
@@ -48,10 +50,15 @@ OLD_ENV = "AUDITOR_LOCAL_FS"
 FS_CLASS = "auditor.hadoop.NoForkLocalFileSystem"
 #: The session extension (``spark.sql.extensions``) with the one-partition shuffle rule.
 EXTENSION = "auditor.spark.OnePartitionShuffles"
+#: The class that builds short Scala sequences in one call (``of(a, b, ...)``).
+SEQS_CLASS = "auditor.spark.Seqs"
+#: The most elements its ``of`` methods take.
+SEQ_ARITY = 8
 #: The sources, shipped with the package.
 SOURCE_ROOT = Path(__file__).with_name("java")
 SOURCES = (SOURCE_ROOT / "auditor" / "hadoop" / "NoForkLocalFileSystem.java",
-           SOURCE_ROOT / "auditor" / "spark" / "OnePartitionShuffles.java")
+           SOURCE_ROOT / "auditor" / "spark" / "OnePartitionShuffles.java",
+           SOURCE_ROOT / "auditor" / "spark" / "Seqs.java")
 #: The Spark settings that carry the jar and name the classes.
 CLASS_PATH_KEY = "spark.driver.extraClassPath"
 IMPL_KEY = "spark.hadoop.fs.file.impl"

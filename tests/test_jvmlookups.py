@@ -70,3 +70,54 @@ def test_keys_keep_their_view() -> None:
     b = jvmlookups.static_member(view, "some.Class", "m")
     assert a is b is view and view.lookups == 2  # the class, then its member: once
     assert any(v[0] is view for v in jvmlookups._MEMBERS.values())  # kept alive with its entry
+
+
+def _counting(monkeypatch, sent: list[str]) -> None:  # type: ignore[no-untyped-def]
+    real = py4j.clientserver.ClientServerConnection.send_command
+
+    def counting(self, command):  # type: ignore[no-untyped-def]
+        sent.append(command)
+        return real(self, command)
+
+    monkeypatch.setattr(py4j.clientserver.ClientServerConnection, "send_command", counting)
+
+
+def test_lists_become_the_same_sequences_in_one_call_per_eight(spark, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from auditor import localjar
+
+    if localjar.built_jar() is None:
+        pytest.skip("the jar is not built (no javac, or AUDITOR_LOCAL_JAR=0)")
+    sc = spark.sparkContext
+    assert jvmlookups._has_seqs(sc._jvm), "the session's JVM has the auditor's jar"
+    to_seq = jvmlookups.static_member(sc._jvm, jvmlookups.PYTHON_UTILS, "toSeq")
+    for n in (0, 1, 7, 8, 9, 16, 17, 30):
+        elements = [F.col(f"c{i}")._jc if i % 3 else (None if i % 2 else f"s{i}") for i in range(n)]
+        ours = jvmlookups._to_seq(sc, elements)
+        assert ours.equals(to_seq(elements)) and ours.size() == n, n
+    df = spark.createDataFrame([(1, "x", 2.0)], "a long, b string, c double")
+    names = [f"k{i}" for i in range(20)]
+    sent: list[str] = []
+    _counting(monkeypatch, sent)
+    picked = df.select(*[F.col("a").alias(n) for n in names])
+    monkeypatch.undo()
+    assert picked.columns == names and picked.collect()[0] == tuple([1] * 20)
+    calls = [c.split("\n")[2] for c in sent if c.startswith("c\n")]
+    # 20 aliases, 3 calls for the sequence (8 + 8 + 4), the select; no ArrayList, no add
+    assert calls.count("of") == 1 and calls.count("plus") == 2 and "add" not in calls, calls
+    assert not [c for c in sent if c.startswith("i\n")]
+
+
+def test_a_column_by_name_is_made_once(spark, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    df = spark.createDataFrame([(1, "x"), (2, "y")], "a long, b string")
+    other = spark.createDataFrame([(3, "z")], "a long, c string")
+    first = F.col("a")
+    F.col("b"), F.col("c")  # noqa: B018 (made before counting)
+    sent: list[str] = []
+    _counting(monkeypatch, sent)
+    second = F.col("a")
+    rows = df.select("a", F.col("b")).union(other.select(second, "c")).orderBy(first).collect()
+    monkeypatch.undo()
+    assert first._jc is second._jc  # one JVM column, shared by every query
+    assert [tuple(r) for r in rows] == [(1, "x"), (2, "y"), (3, "z")]
+    calls = [c.split("\n")[2] for c in sent if c.startswith("c\n")]
+    assert "col" not in calls, calls  # a, b and c were made before
