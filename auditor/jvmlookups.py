@@ -14,7 +14,10 @@ lookups kept and not in alternate audits after a warm-up: 8.2-10.3 s against 10.
 changes: the same JVM methods get the same arguments.
 
 A column by name (``F.col("x")``, or a name where PySpark wants a column) is made once per
-JVM and name, then shared: an immutable, unresolved reference.
+JVM and name, then shared: an immutable, unresolved reference. A cast to a ``DataType``
+object (``Column.cast``, ``Column.try_cast``) sends the JVM's type, parsed once per JVM and
+type, where PySpark looks the active session up anew (five round trips and a Python
+session object) and parses the type's JSON at every call.
 
 A list becomes a Scala sequence in one call per eight elements, too, when the JVM has the
 auditor's jar (``auditor.localjar``, a local session it started): py4j sends a Python list as
@@ -24,8 +27,9 @@ a new ``ArrayList`` and one ``add`` per element, a round trip each, so ``Seqs.of
 
 It replaces three private helpers of PySpark (``_get_jvm_function``,
 ``_create_column_from_name``, ``_to_seq``), each a few lines that look a method up and call
-it, and only when they still have the signatures they have in PySpark 4.0: a PySpark whose
-helpers differ keeps its own (:func:`install` returns False and says so in the debug log).
+it, and the classic ``Column``'s ``cast`` and ``try_cast``, only when they still have the
+signatures they have in PySpark 4.0: a PySpark whose helpers differ keeps its own
+(:func:`install` returns False and says so in the debug log).
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ EXPECTED = {
     ("pyspark.sql.functions.builtin", "_get_jvm_function"): ["name", "sc"],
     ("pyspark.sql.classic.column", "_create_column_from_name"): ["name"],
     ("pyspark.sql.classic.column", "_to_seq"): ["sc", "cols", "converter"],
+    ("pyspark.sql.classic.column", "Column.cast"): ["self", "dataType"],
+    ("pyspark.sql.classic.column", "Column.try_cast"): ["self", "dataType"],
 }
 
 
@@ -124,16 +130,54 @@ def _has_seqs(jvm: Any) -> bool:
     return found[1]
 
 
-_REPLACEMENTS = {
-    "_get_jvm_function": _get_jvm_function,
-    "_create_column_from_name": _create_column_from_name,
-    "_to_seq": _to_seq,
+#: The JVM's ``DataType.fromJson``, which PySpark's own casts call through the session.
+DATA_TYPE = "org.apache.spark.sql.types.DataType"
+#: (id of a gateway's JVM view, a type's JSON) -> (that view, the JVM's type).
+_TYPES: dict[tuple[int, str], tuple[Any, Any]] = {}
+
+
+def jvm_type(jvm: Any, data_type: Any) -> Any:
+    """The JVM's ``data_type`` (a PySpark ``DataType``), parsed once per JVM and type."""
+    text = data_type.json()
+    key = (id(jvm), text)
+    found = _TYPES.get(key)
+    if found is None:
+        found = _TYPES[key] = (jvm, static_member(jvm, DATA_TYPE, "fromJson")(text))
+    return found[1]
+
+
+def _typed(method: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """``Column.<method>`` (cast, try_cast) that sends a ``DataType`` as the JVM's type
+    made once, not parsed again through a session looked up anew at every call."""
+
+    def cast(self: Any, dataType: Any) -> Any:  # noqa: N803 (PySpark's parameter name)
+        from pyspark.sql.types import DataType
+
+        if not isinstance(dataType, DataType):
+            return original(self, dataType)
+        from pyspark.sql.classic.column import Column
+        from pyspark.sql.utils import get_active_spark_context
+
+        return Column(getattr(self._jc, method)(jvm_type(get_active_spark_context()._jvm, dataType)))
+
+    cast.__name__ = cast.__qualname__ = method
+    cast.__doc__ = original.__doc__
+    return cast
+
+
+_REPLACEMENTS: dict[str, Callable[..., Callable[..., Any]]] = {
+    "_get_jvm_function": lambda original: _get_jvm_function,
+    "_create_column_from_name": lambda original: _create_column_from_name,
+    "_to_seq": lambda original: _to_seq,
+    "Column.cast": lambda original: _typed("cast", original),
+    "Column.try_cast": lambda original: _typed("try_cast", original),
 }
 
 
 def install() -> bool:
-    """Replace PySpark's three lookup helpers with the ones above (once per process);
-    False, changing nothing, when any of them is missing or has other parameters."""
+    """Replace PySpark's three lookup helpers and ``Column``'s two casts with the ones
+    above (once per process); False, changing nothing, when any of them is missing or has
+    other parameters."""
     if _INSTALLED:
         return _INSTALLED[0]
     import importlib
@@ -141,8 +185,11 @@ def install() -> bool:
     targets = []
     for (module_name, name), params in EXPECTED.items():
         try:
-            module = importlib.import_module(module_name)
-            current = getattr(module, name)
+            owner: Any = importlib.import_module(module_name)
+            *path, attribute = name.split(".")
+            for part in path:
+                owner = getattr(owner, part)
+            current = getattr(owner, attribute)
             found = list(inspect.signature(current).parameters)
         except (ImportError, AttributeError, TypeError, ValueError) as exc:
             logger.debug("PySpark's JVM lookups kept: %s.%s not found (%s)", module_name, name, exc)
@@ -152,8 +199,8 @@ def install() -> bool:
             logger.debug("PySpark's JVM lookups kept: %s.%s takes %s", module_name, name, found)
             _INSTALLED.append(False)
             return False
-        targets.append((module, name))
-    for module, name in targets:
-        setattr(module, name, _REPLACEMENTS[name])
+        targets.append((owner, attribute, name, current))
+    for owner, attribute, name, current in targets:
+        setattr(owner, attribute, _REPLACEMENTS[name](current))
     _INSTALLED.append(True)
     return True

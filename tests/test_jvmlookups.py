@@ -121,3 +121,40 @@ def test_a_column_by_name_is_made_once(spark, monkeypatch) -> None:  # type: ign
     assert [tuple(r) for r in rows] == [(1, "x"), (2, "y"), (3, "z")]
     calls = [c.split("\n")[2] for c in sent if c.startswith("c\n")]
     assert "col" not in calls, calls  # a, b and c were made before
+
+
+def test_a_cast_to_a_type_sends_the_type_made_once(spark, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from pyspark.sql.classic.column import Column
+    from pyspark.sql.types import (
+        ArrayType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    assert Column.cast.__module__ == Column.try_cast.__module__ == "auditor.jvmlookups"
+    df = spark.createDataFrame([(1, "7", [1, 2]), (2, "8", None)], "a int, b string, c array<int>")
+    pair = StructType([StructField("n", LongType()), StructField("s", StringType())])
+
+    def build() -> tuple[list[str], list[tuple[object, ...]]]:
+        cols = [F.col("a").cast(LongType()).alias("a"), F.col("b").try_cast(IntegerType()).alias("b"),
+                F.concat("b", F.lit("x")).try_cast(IntegerType()).alias("x"),
+                F.col("c").cast(ArrayType(LongType())).alias("c"),
+                F.struct("a", "b").cast(pair).alias("p"), F.col("b").cast("int").alias("t")]
+        picked = df.select(*cols)
+        return [f.simpleString() for f in picked.schema.fields], [tuple(r) for r in picked.orderBy("a").collect()]
+
+    first = build()
+    sent: list[str] = []
+    _counting(monkeypatch, sent)
+    again = build()
+    monkeypatch.undo()
+    assert again == first
+    assert first[0] == ["a:bigint", "b:int", "x:int", "c:array<bigint>", "p:struct<n:bigint,s:string>", "t:int"]
+    assert first[1] == [(1, 7, None, [1, 2], (1, "7"), 7), (2, 8, None, None, (2, "8"), 8)]
+    calls = [c.split("\n")[2] for c in sent if c.startswith("c\n")]
+    # the casts and the select: no session looked up, no type parsed again
+    assert "getActiveSession" not in calls and "parseDataType" not in calls and "fromJson" not in calls, calls
+    assert calls.count("cast") == 4 and calls.count("try_cast") == 2, calls
