@@ -262,9 +262,10 @@ def warm_up_command(force: bool) -> None:
 
     Compiles the auditor's Java classes (auditor.localjar; needs javac: Hadoop's local file
     system without a child process per file it writes, a planner rule for small inputs'
-    one-partition plans, and lists of columns sent from Python in one call), then audits a tiny simulated snapshot once and keeps the
-    JVM's class-data-sharing archive. Both live in ~/.cache/log-auditor/ (scripts/setup.sh
-    runs this). Audits work without them, only slower.
+    one-partition plans, and lists of columns sent from Python in one call), then audits a
+    tiny simulated snapshot once and keeps the JVM's class-data-sharing archive. Both live
+    in ~/.cache/log-auditor/ (scripts/setup.sh runs this). Audits work without them, only
+    slower.
     AUDITOR_LOCAL_JAR=0 and AUDITOR_CLASS_ARCHIVE=0 turn them off.
     """
     from auditor import classarchive, localjar
