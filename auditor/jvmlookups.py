@@ -44,9 +44,12 @@ from auditor.localjar import SEQ_ARITY, SEQS_CLASS
 
 logger = logging.getLogger(__name__)
 
-#: (id of the gateway's JVM view, class, member) -> (that view, py4j's callable for the
-#: static method). The view is kept so that its id names it as long as the entry lives.
-_MEMBERS: dict[tuple[int, str, str], tuple[Any, Any]] = {}
+#: (id of a gateway's JVM view, what, key) -> (that view, what the JVM gave for it): static
+#: methods' py4j callables, columns by name, types, whether the auditor's jar is there.
+#: The view is kept so that its id names it as long as the entry lives.
+_MEMBERS: dict[tuple[int, str, Any], tuple[Any, Any]] = {}
+#: The most entries kept (an audit makes some hundreds; beyond, values are made anew).
+MAX_KEPT = 20_000
 _INSTALLED: list[bool] = []
 
 FUNCTIONS = "org.apache.spark.sql.functions"
@@ -62,14 +65,21 @@ EXPECTED = {
 }
 
 
+def _kept(jvm: Any, what: str, key: Any, make: Callable[[], Any]) -> Any:
+    """``make()``, called once per JVM view ``jvm`` and (``what``, ``key``)."""
+    entry_key = (id(jvm), what, key)
+    found = _MEMBERS.get(entry_key)
+    if found is None:
+        found = (jvm, make())
+        if len(_MEMBERS) < MAX_KEPT:
+            _MEMBERS[entry_key] = found
+    return found[1]
+
+
 def static_member(jvm: Any, class_name: str, member: str) -> Any:
     """py4j's callable for static method ``member`` of ``class_name``, looked up in ``jvm``
     (a gateway's JVM view) the first time only."""
-    key = (id(jvm), class_name, member)
-    found = _MEMBERS.get(key)
-    if found is None:
-        found = _MEMBERS[key] = (jvm, getattr(getattr(jvm, class_name), member))
-    return found[1]
+    return _kept(jvm, "member", (class_name, member), lambda: getattr(getattr(jvm, class_name), member))
 
 
 def _get_jvm_function(name: str, sc: Any) -> Callable[..., Any]:
@@ -85,24 +95,11 @@ def _create_column_from_name(name: str) -> Any:
     return column(get_active_spark_context()._jvm, name)
 
 
-#: (id of a gateway's JVM view, name) -> (that view, the JVM's ``col(name)``).
-_COLUMNS: dict[tuple[int, str], tuple[Any, Any]] = {}
-#: The most names kept (an audit uses some hundreds).
-MAX_COLUMNS = 20_000
-
-
 def column(jvm: Any, name: Any) -> Any:
     """The JVM column ``functions.col(name)``, made once per JVM and name (a column by name
     is an immutable, unresolved reference: every query may share it)."""
-    if not isinstance(name, str):
-        return static_member(jvm, FUNCTIONS, "col")(name)
-    key = (id(jvm), name)
-    found = _COLUMNS.get(key)
-    if found is None:
-        found = (jvm, static_member(jvm, FUNCTIONS, "col")(name))
-        if len(_COLUMNS) < MAX_COLUMNS:
-            _COLUMNS[key] = found
-    return found[1]
+    make = lambda: static_member(jvm, FUNCTIONS, "col")(name)  # noqa: E731
+    return _kept(jvm, "column", name, make) if isinstance(name, str) else make()
 
 
 def _to_seq(sc: Any, cols: Iterable[Any], converter: Callable[[Any], Any] | None = None) -> Any:
@@ -116,34 +113,21 @@ def _to_seq(sc: Any, cols: Iterable[Any], converter: Callable[[Any], Any] | None
     return seq
 
 
-#: id of a gateway's JVM view -> (that view, whether its JVM has :data:`SEQS_CLASS`).
-_SEQS: dict[int, tuple[Any, bool]] = {}
-
-
 def _has_seqs(jvm: Any) -> bool:
     """Whether the JVM behind ``jvm`` has the auditor's jar (``auditor.localjar``): asked once."""
-    found = _SEQS.get(id(jvm))
-    if found is None:
-        from py4j.java_gateway import JavaClass
+    from py4j.java_gateway import JavaClass
 
-        found = _SEQS[id(jvm)] = (jvm, isinstance(getattr(jvm, SEQS_CLASS), JavaClass))
-    return found[1]
+    return bool(_kept(jvm, "class", SEQS_CLASS, lambda: isinstance(getattr(jvm, SEQS_CLASS), JavaClass)))
 
 
 #: The JVM's ``DataType.fromJson``, which PySpark's own casts call through the session.
 DATA_TYPE = "org.apache.spark.sql.types.DataType"
-#: (id of a gateway's JVM view, a type's JSON) -> (that view, the JVM's type).
-_TYPES: dict[tuple[int, str], tuple[Any, Any]] = {}
 
 
 def jvm_type(jvm: Any, data_type: Any) -> Any:
     """The JVM's ``data_type`` (a PySpark ``DataType``), parsed once per JVM and type."""
     text = data_type.json()
-    key = (id(jvm), text)
-    found = _TYPES.get(key)
-    if found is None:
-        found = _TYPES[key] = (jvm, static_member(jvm, DATA_TYPE, "fromJson")(text))
-    return found[1]
+    return _kept(jvm, "type", text, lambda: static_member(jvm, DATA_TYPE, "fromJson")(text))
 
 
 def _typed(method: str, original: Callable[..., Any]) -> Callable[..., Any]:
