@@ -71,6 +71,48 @@ def test_frames_of_one_cut_point_come_back_unchanged(spark, tmp_path: Path, monk
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("collected", [True, False], ids=["collected", "written-by-spark"])
+def test_a_cut_points_job_has_its_label_as_call_site(spark, tmp_path: Path, monkeypatch,  # type: ignore[no-untyped-def]
+                                                      collected: bool) -> None:
+    """While a cut point's job runs, both of Spark's call-site properties hold its label
+    (so Spark names its stages and RDDs after it instead of walking the driver thread's
+    stack at every RDD), and neither outlives it."""
+    from pyspark.sql.classic.dataframe import DataFrame
+    from pyspark.sql.readwriter import DataFrameWriter
+
+    import auditor.materialise
+    from auditor.spark import session_conf
+
+    context = spark.sparkContext
+    seen: list[tuple[str | None, str | None]] = []
+
+    def spy(method):  # type: ignore[no-untyped-def]
+        def run(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            seen.append((context.getLocalProperty("callSite.short"), context.getLocalProperty("callSite.long")))
+            return method(self, *args, **kwargs)
+        return run
+
+    monkeypatch.setattr(DataFrame, "toArrow", spy(DataFrame.toArrow))
+    monkeypatch.setattr(DataFrameWriter, "parquet", spy(DataFrameWriter.parquet))
+    group = f"call-site-{collected}"
+    with session_conf(spark, {auditor.materialise.COLLECT_CONF: "true" if collected else None}):
+        context.setJobGroup(group, group)
+        stored = materialise({"rows": spark.range(5).select((F.col("id") * 2).alias("x"))}, str(tmp_path), "cut-7")
+    assert seen == [("cut-7", "cut-7")]
+    assert context.getLocalProperty("callSite.short") is None
+    assert context.getLocalProperty("callSite.long") is None
+    assert sorted(r.x for r in stored["rows"].collect()) == [0, 2, 4, 6, 8]
+    if not collected:
+        # (a collect sets the short form to its Python caller itself: only Spark's write shows it)
+        tracker = context.statusTracker()
+        (job,) = tracker.getJobIdsForGroup(group)
+        info = tracker.getJobInfo(job)
+        assert info is not None
+        names = {stage.name for stage in map(tracker.getStageInfo, info.stageIds) if stage is not None}
+        assert names == {"cut-7"}
+
+
+@pytest.mark.spark
 def test_log_sized_work_after_the_scan_is_spread_over_the_cores(spark) -> None:  # type: ignore[no-untyped-def]
     """Inside ``replica_sized`` (one shuffle partition, frames in one partition, no generated
     code), ``spread_out`` puts back the session's own settings for a block over more than
