@@ -82,6 +82,7 @@ def materialise(frames: dict[str, DataFrame], work_dir: str, label: str) -> dict
     union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), tagged)
     context = spark.sparkContext
     context.setJobDescription(f"{label}: {', '.join(frames)}")  # names the job in Spark's UI and event log
+    call_site = {key: context.getLocalProperty(key) for key in CALL_SITE}  # (a caller's own, put back after)
     for key in CALL_SITE:
         context.setLocalProperty(key, label)
     try:
@@ -99,8 +100,8 @@ def materialise(frames: dict[str, DataFrame], work_dir: str, label: str) -> dict
                 os.path.join(work_dir, label))
     finally:
         context.setJobDescription(None)  # type: ignore[arg-type]
-        for key in CALL_SITE:
-            context.setLocalProperty(key, None)  # type: ignore[arg-type]
+        for key, value in call_site.items():
+            context.setLocalProperty(key, value)  # type: ignore[arg-type]
     return {name: stored_frame(spark, work_dir, label, name, df.schema, rows=collected.get(name))
             for name, df in frames.items()}
 

@@ -76,7 +76,7 @@ def test_a_cut_points_job_has_its_label_as_call_site(spark, tmp_path: Path, monk
                                                       collected: bool) -> None:
     """While a cut point's job runs, both of Spark's call-site properties hold its label
     (so Spark names its stages and RDDs after it instead of walking the driver thread's
-    stack at every RDD), and neither outlives it."""
+    stack at every RDD), and after it they are what they were (unset, or the caller's)."""
     from pyspark.sql.classic.dataframe import DataFrame
     from pyspark.sql.readwriter import DataFrameWriter
 
@@ -110,6 +110,14 @@ def test_a_cut_points_job_has_its_label_as_call_site(spark, tmp_path: Path, monk
         assert info is not None
         names = {stage.name for stage in map(tracker.getStageInfo, info.stageIds) if stage is not None}
         assert names == {"cut-7"}
+    context.setLocalProperty("callSite.long", "the caller's")
+    try:
+        with session_conf(spark, {auditor.materialise.COLLECT_CONF: "true" if collected else None}):
+            materialise({"more": spark.range(2)}, str(tmp_path), "cut-8")
+        assert seen[-1] == ("cut-8", "cut-8")
+        assert context.getLocalProperty("callSite.long") == "the caller's"
+    finally:
+        context.setLocalProperty("callSite.long", None)  # type: ignore[arg-type]
 
 
 @pytest.mark.spark
