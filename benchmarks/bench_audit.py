@@ -183,25 +183,19 @@ print(files["files"], files["lines"])
 SCAN_ONLY = """
 import sys
 from datetime import datetime, timezone
-from pyspark.sql import functions as F
 from auditor.ingest import discovery as d
-from auditor.ingest.snapshot import FILES_SCHEMA, SMALL_INPUT_BYTES
+from auditor.ingest.snapshot import SMALL_INPUT_BYTES, listed_files
 from auditor.run import SMALL_INPUT_CONF, is_small_input
-from auditor.spark import build_session, local_frame, session_conf, small_input_plans
+from auditor.spark import build_session, session_conf, small_input_plans
 from auditor.summarise.scan import scan_dumps
 root = sys.argv[1]
 small = is_small_input(root)
 spark = build_session(None, quiet=True, small_input=small)
 with session_conf(spark, SMALL_INPUT_CONF if small else {}), small_input_plans(small):
-    found = d.discover(root, datetime.now(timezone.utc), None)
-    indexed = list(enumerate(found.files))
-    files = local_frame(spark, [(i, f.rel, f.kind, f.snapshot, f.broker, f.log_dir, f.topic, f.partition, f.size)
-                                for i, f in indexed], FILES_SCHEMA)
-    dumps = [(i, f) for i, f in indexed if f.kind == d.DUMP]
-    dump_frame = files.filter(F.col("kind") == d.DUMP).select("file_id", "rel", "snapshot", "broker", "topic",
-                                                             "partition")
-    per_batch = sum(f.size for _, f in dumps) <= SMALL_INPUT_BYTES
-    scan_dumps(spark, dumps, dump_frame, per_batch=per_batch).write.format("noop").mode("overwrite").save()
+    listed = listed_files(spark, d.discover(root, datetime.now(timezone.utc), None))
+    per_batch = sum(f.size for _, f in listed.dump_files) <= SMALL_INPUT_BYTES
+    scan_dumps(spark, listed.dump_files, listed.dump_frame, per_batch=per_batch).write.format("noop").mode(
+        "overwrite").save()
 spark.stop()
 """
 

@@ -31,9 +31,9 @@ from pyspark.sql import functions as F
 from auditor.ingest import discovery as d
 from auditor.ingest import dump_grammar as g
 from auditor.ingest.dumps import classified_lines
-from auditor.ingest.snapshot import FILES_SCHEMA
+from auditor.ingest.snapshot import listed_files
 from auditor.ingest.wholefile import read_dump_lines
-from auditor.spark import build_session, local_frame
+from auditor.spark import build_session
 from auditor.summarise.scan import scan_dumps
 
 
@@ -43,13 +43,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
     spark = build_session(None, quiet=True)
-    found = d.discover(args.snapshot, datetime.now(timezone.utc), None)
-    indexed = list(enumerate(found.files))
-    files = local_frame(spark, [(i, f.rel, f.kind, f.snapshot, f.broker, f.log_dir, f.topic, f.partition, f.size)
-                                for i, f in indexed], FILES_SCHEMA)
-    dumps = [(i, f) for i, f in indexed if f.kind == d.DUMP]
-    dump_frame = files.filter(F.col("kind") == d.DUMP).select("file_id", "rel", "snapshot", "broker", "topic",
-                                                             "partition")
+    listed = listed_files(spark, d.discover(args.snapshot, datetime.now(timezone.utc), None))
+    dumps, dump_frame = listed.dump_files, listed.dump_frame
     t = g.stripped(F.col("text"))
     toks = g.tokens(g.metadata_part(t))
     fields = [g.field_long(F.col("k"), n).alias(n) for n in ("baseOffset", "lastOffset", "count",

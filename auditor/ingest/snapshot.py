@@ -9,6 +9,7 @@ import contextlib
 from collections.abc import Callable
 from datetime import datetime, timezone
 from functools import reduce
+from typing import NamedTuple
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -118,15 +119,36 @@ def load_snapshot(
     return _load_kafka(spark, found, work_dir or new_work_dir(), store)
 
 
-def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
-                store: tuple[str, str] | None = None) -> Snapshot:
+class ListedFiles(NamedTuple):
+    """A discovery's files as the parse reads them (:func:`listed_files`)."""
+
+    #: ``(file_id, file)`` of every file, ids in the listing's order.
+    indexed: list[tuple[int, d.InputFile]]
+    #: Those files as a table (:data:`FILES_SCHEMA`).
+    files: DataFrame
+    #: ``(file_id, file)`` of the dump files.
+    dump_files: list[tuple[int, d.InputFile]]
+    #: ``file_id, rel, snapshot, broker, topic, partition`` of the dump files.
+    dump_frame: DataFrame
+
+
+def listed_files(spark: SparkSession, found: d.Discovery) -> ListedFiles:
+    """``found``'s files numbered, as a table, and its dump files (what the scan reads;
+    the benchmarks build the scan's inputs with it too)."""
     indexed = list(enumerate(found.files))
     files = local_frame(
         spark,
         [(i, f.rel, f.kind, f.snapshot, f.broker, f.log_dir, f.topic, f.partition, f.size) for i, f in indexed],
         FILES_SCHEMA,
     )
-    dump_files = [(i, f) for i, f in indexed if f.kind == d.DUMP]
+    dump_frame = files.filter(F.col("kind") == d.DUMP).select("file_id", "rel", "snapshot", "broker", "topic",
+                                                             "partition")
+    return ListedFiles(indexed, files, [(i, f) for i, f in indexed if f.kind == d.DUMP], dump_frame)
+
+
+def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
+                store: tuple[str, str] | None = None) -> Snapshot:
+    indexed, files, dump_files, dump_frame = listed_files(spark, found)
     # a bare KRaft snapshot copy is binary: its name is all that is used (SPEC 4.7)
     other_files = [(i, f) for i, f in indexed if f.kind not in (d.DUMP, d.KRAFT_SNAPSHOT_FILE)]
     reuse = Reuse(spark, store, dump_files) if store is not None else None
@@ -134,8 +156,6 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
     # A small input's scan keeps every batch: drill-downs filter those rows instead of
     # building the parser again and reading files a second and third time.
     per_batch = reuse is None and sum(f.size for _, f in dump_files) <= SMALL_INPUT_BYTES
-    dump_frame = files.filter(F.col("kind") == d.DUMP).select("file_id", "rel", "snapshot", "broker", "topic",
-                                                             "partition")
 
     # Each kind of small file is read by its own reader: a filter on file_id after one read
     # of them all would read every checkpoint file again for each kind (thousands of files
