@@ -150,9 +150,10 @@ def test_a_large_input_parses_its_small_files_in_a_job_of_their_own_with_the_sam
         spark, tmp_path, monkeypatch) -> None:
     """A large input's small files (checkpoints, describe, KRaft's quorum files and metadata
     log) are parsed in a cut point of their own, without generated code, before the dump
-    lines' scan (``auditor.ingest.snapshot._load_kafka``); a small input, or one of more
-    than ``ONE_PARTITION_REPLICAS`` replicas, parses them in the scan's job. Every way gives
-    the same parsed tables."""
+    lines' scan (``auditor.ingest.snapshot._load_kafka``), in one partition (their rows are
+    replica-sized: a job of a few stages, not one per join and window); a small input, or
+    one of more than ``ONE_PARTITION_REPLICAS`` replicas, parses them in the scan's job.
+    Every way gives the same parsed tables."""
     import json
     import os
     from functools import reduce
@@ -172,10 +173,23 @@ def test_a_large_input_parses_its_small_files_in_a_job_of_their_own_with_the_sam
     dump = next(p for p in (tmp_path / "snap").rglob("*.log.txt") if "__cluster_metadata" not in str(p))
     dump.write_text(dump.read_text() + "baseOffset: seven\n")
 
+    context = spark.sparkContext
+    small_stages: list[int] = []
+
     def parsed(split: bool) -> tuple[dict[str, list[tuple[object, ...]]], list[str]]:
         settings = large_input(spark) if split else session_conf(spark, SMALL_TABLE_CONF)
+        group = f"layout-{split}-{len(small_stages)}"
         with settings:
-            snap = load_snapshot(spark, str(tmp_path / "snap"), default_snapshot=T1)
+            context.setJobGroup(group, group)
+            try:
+                snap = load_snapshot(spark, str(tmp_path / "snap"), default_snapshot=T1)
+            finally:
+                context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+            tracker = context.statusTracker()
+            for job in tracker.getJobIdsForGroup(group):  # the small cut's job: its stages are named "small"
+                stages = tracker.getJobInfo(job).stageIds  # type: ignore[union-attr]
+                if any(getattr(tracker.getStageInfo(st), "name", None) == "small" for st in stages):
+                    small_stages.append(len(stages))
             frames = {name: getattr(snap, name) for name in (
                 "summaries", "epoch_cache", "hwm", "metadata", "parse_errors", "segments", "log_start",
                 "recovery_point", "topics", "replicas", "accounting", "sections")}
@@ -194,6 +208,8 @@ def test_a_large_input_parses_its_small_files_in_a_job_of_their_own_with_the_sam
     split, split_cuts = parsed(True)
     together, together_cuts = parsed(False)
     assert "small" in split_cuts and "small" not in together_cuts, (split_cuts, together_cuts)
+    # one job of a few stages (38 at 1M lines before it ran in one partition, 5 since)
+    assert len(small_stages) == 1 and small_stages[0] <= 6, small_stages
     for name, rows in together.items():
         assert split[name] == rows, name
     from auditor.ingest import snapshot as ingest_snapshot

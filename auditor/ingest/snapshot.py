@@ -41,15 +41,13 @@ from auditor.ingest.lines import LINE_COUNTS, line_counts, read_small_files
 from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, Snapshot
 from auditor.materialise import materialise, new_work_dir, stored_rows
 from auditor.spark import (
-    CODEGEN_CONF,
     LOG_SIZED_ROWS,
     ONE_PARTITION_REPLICAS,
-    SMALL_TABLE_CONF,
     codegen_on,
     local_frame,
+    one_partition,
     replica_partitions,
     replica_sized,
-    session_conf,
 )
 from auditor.summarise.scan import (
     SCAN_COLUMNS,
@@ -157,51 +155,56 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
     # building the parser again and reading files a second and third time.
     per_batch = reuse is None and sum(f.size for _, f in dump_files) <= SMALL_INPUT_BYTES
 
-    # Each kind of small file is read by its own reader: a filter on file_id after one read
-    # of them all would read every checkpoint file again for each kind (thousands of files
-    # for the one describe file).
-    small_files = files.filter(F.col("kind") != d.DUMP)
-    checkpoint_files = small_files.filter(~F.col("kind").isin(d.DESCRIBE, *KRAFT_KINDS))
-    cps = parse_checkpoints(
-        read_small_files(spark, [(i, f) for i, f in other_files if f.kind not in (d.DESCRIBE, *KRAFT_KINDS)]),
-        checkpoint_files.select("file_id", "kind", "rel", "snapshot", "broker", "log_dir", "topic", "partition"),
-    )
-    describe_files = small_files.filter(F.col("kind") == d.DESCRIBE)
-    desc = parse_describe(
-        read_small_files(spark, [(i, f) for i, f in other_files if f.kind == d.DESCRIBE]),
-        describe_files.select("file_id", "rel", "snapshot", "broker"),
-    )
     kraft_files = [(i, f) for i, f in indexed if f.kind in KRAFT_KINDS or (
         f.kind == d.DUMP and f.topic is not None and f.partition is not None
         and d.is_kraft_folder(f.topic, f.partition))]
-    kraft_scan, kraft_lines = _kraft_scan(spark, kraft_files, files) if kraft_files else ({}, None)
     replica_estimate = len({(f.snapshot, f.broker, f.topic, f.partition) for f in found.files})
     few = few_partitions(replica_estimate)
-    small = few({
-        "entries": cps.entries.withColumnRenamed("broker", "replica"),
-        "checkpoint_files": cps.files,
-        "metadata": desc.metadata,
-        "topics": desc.topics,
-        # what the snapshot needs of the small files' lines: their counts per file and
-        # the quarantined ones (a large cluster's checkpoint lines number in the millions)
-        **_small_lines(cps.lines.unionByName(desc.lines).unionByName(
-            kraft_lines if kraft_lines is not None else cps.lines.limit(0))),
-        **kraft_scan,
-    })
+
+    def small_frames() -> dict[str, DataFrame]:
+        # Each kind of small file is read by its own reader: a filter on file_id after one
+        # read of them all would read every checkpoint file again for each kind (thousands
+        # of files for the one describe file).
+        small_files = one_partition(files).filter(F.col("kind") != d.DUMP)
+        checkpoint_files = small_files.filter(~F.col("kind").isin(d.DESCRIBE, *KRAFT_KINDS))
+        cps = parse_checkpoints(
+            read_small_files(spark, [(i, f) for i, f in other_files if f.kind not in (d.DESCRIBE, *KRAFT_KINDS)]),
+            checkpoint_files.select("file_id", "kind", "rel", "snapshot", "broker", "log_dir", "topic", "partition"),
+        )
+        describe_files = small_files.filter(F.col("kind") == d.DESCRIBE)
+        desc = parse_describe(
+            read_small_files(spark, [(i, f) for i, f in other_files if f.kind == d.DESCRIBE]),
+            describe_files.select("file_id", "rel", "snapshot", "broker"),
+        )
+        kraft_scan, kraft_lines = _kraft_scan(spark, kraft_files, one_partition(files)) if kraft_files else ({}, None)
+        return few({
+            "entries": cps.entries.withColumnRenamed("broker", "replica"),
+            "checkpoint_files": cps.files,
+            "metadata": desc.metadata,
+            "topics": desc.topics,
+            # what the snapshot needs of the small files' lines: their counts per file and
+            # the quarantined ones (a large cluster's checkpoint lines number in the millions)
+            **_small_lines(cps.lines.unionByName(desc.lines).unionByName(
+                kraft_lines if kraft_lines is not None else cps.lines.limit(0))),
+            **kraft_scan,
+        })
+
     scan_frame = scan_dumps(spark, to_scan, dump_frame, per_batch=per_batch)
     if codegen_on(spark) and replica_estimate <= ONE_PARTITION_REPLICAS:
         # Cut points 1a and 1b (one job each): the small files parsed without generated code,
         # then every dump line read once into the scan's aggregate, compiled. In one job the
         # small files' few thousand rows made ~440 of its ~480 generated classes, compiled
         # before and while the lines were parsed (measured at 1M lines; docs/design.md).
+        # The small files' rows are replica-sized: they are parsed in one partition, as the
+        # work after the scan is (at 1M lines, ~20,000 lines: a job of 38 stages and a second small job became one job of 5).
         # Above ONE_PARTITION_REPLICAS the small files' rows number in the millions and stay
         # compiled, in the scan's job (as replica_sized keeps code generation there).
-        with session_conf(spark, {k: SMALL_TABLE_CONF[k] for k in CODEGEN_CONF}):
-            first = materialise(small, work_dir, "small")
+        with replica_sized(spark, replica_estimate):
+            first = materialise(small_frames(), work_dir, "small")
         first.update(materialise({"scan": scan_frame}, work_dir, "scan"))
     else:
         # Cut point 1 (one job): every file parsed (a small input's without generated code).
-        first = materialise({"scan": scan_frame, **small}, work_dir, "scan")
+        first = materialise({"scan": scan_frame, **small_frames()}, work_dir, "scan")
     # The rows after the scan are few unless the input is small (its scan keeps every batch:
     # it runs as a small input throughout) or old-format dumps made log-sized items: the
     # second cut then runs replica-sized, as the audit after it (measured at 1M lines).
