@@ -196,7 +196,8 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
         # small files' few thousand rows made ~440 of its ~480 generated classes, compiled
         # before and while the lines were parsed (measured at 1M lines; docs/design.md).
         # The small files' rows are replica-sized: they are parsed in one partition, as the
-        # work after the scan is (at 1M lines, ~20,000 lines: a job of 38 stages and a second small job became one job of 5).
+        # work after the scan is (at 1M lines, ~20,000 lines: a job of 38 stages and a
+        # second small job became one job of 5 stages).
         # Above ONE_PARTITION_REPLICAS the small files' rows number in the millions and stay
         # compiled, in the scan's job (as replica_sized keeps code generation there).
         with replica_sized(spark, replica_estimate):
