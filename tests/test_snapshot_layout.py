@@ -150,10 +150,10 @@ def test_a_large_input_parses_its_small_files_in_a_job_of_their_own_with_the_sam
         spark, tmp_path, monkeypatch) -> None:
     """A large input's small files (checkpoints, describe, KRaft's quorum files and metadata
     log) are parsed in a cut point of their own, without generated code, before the dump
-    lines' scan (``auditor.ingest.snapshot._load_kafka``), in one partition (their rows are
-    replica-sized: a job of a few stages, not one per join and window); a small input, or
-    one of more than ``ONE_PARTITION_REPLICAS`` replicas, parses them in the scan's job.
-    Every way gives the same parsed tables."""
+    lines' scan (``auditor.ingest.snapshot._load_kafka``), in one partition up to
+    ``SMALL_FILES_ONE_PARTITION_BYTES`` (a job of a few stages, not one per join and
+    window); a small input, or one of more than ``ONE_PARTITION_REPLICAS`` replicas,
+    parses them in the scan's job. Every way gives the same parsed tables."""
     import json
     import os
     from functools import reduce
@@ -174,11 +174,12 @@ def test_a_large_input_parses_its_small_files_in_a_job_of_their_own_with_the_sam
     dump.write_text(dump.read_text() + "baseOffset: seven\n")
 
     context = spark.sparkContext
-    small_stages: list[int] = []
+    small_stages: list[list[int]] = []  # per parse: the stages of each job of the small cut
 
     def parsed(split: bool) -> tuple[dict[str, list[tuple[object, ...]]], list[str]]:
         settings = large_input(spark) if split else session_conf(spark, SMALL_TABLE_CONF)
         group = f"layout-{split}-{len(small_stages)}"
+        small_stages.append([])
         with settings:
             context.setJobGroup(group, group)
             try:
@@ -189,7 +190,7 @@ def test_a_large_input_parses_its_small_files_in_a_job_of_their_own_with_the_sam
             for job in tracker.getJobIdsForGroup(group):  # the small cut's job: its stages are named "small"
                 stages = tracker.getJobInfo(job).stageIds  # type: ignore[union-attr]
                 if any(getattr(tracker.getStageInfo(st), "name", None) == "small" for st in stages):
-                    small_stages.append(len(stages))
+                    small_stages[-1].append(len(stages))
             frames = {name: getattr(snap, name) for name in (
                 "summaries", "epoch_cache", "hwm", "metadata", "parse_errors", "segments", "log_start",
                 "recovery_point", "topics", "replicas", "accounting", "sections")}
@@ -209,11 +210,17 @@ def test_a_large_input_parses_its_small_files_in_a_job_of_their_own_with_the_sam
     together, together_cuts = parsed(False)
     assert "small" in split_cuts and "small" not in together_cuts, (split_cuts, together_cuts)
     # one job of a few stages (38 at 1M lines before it ran in one partition, 5 since)
-    assert len(small_stages) == 1 and small_stages[0] <= 6, small_stages
+    assert len(small_stages[0]) == 1 and small_stages[0][0] <= 6, small_stages
     for name, rows in together.items():
         assert split[name] == rows, name
     from auditor.ingest import snapshot as ingest_snapshot
 
+    # small files of more than SMALL_FILES_ONE_PARTITION_BYTES: their own job still, over
+    # the session's shuffle partitions
+    monkeypatch.setattr(ingest_snapshot, "SMALL_FILES_ONE_PARTITION_BYTES", -1)
+    spread, spread_cuts = parsed(True)
+    assert "small" in spread_cuts and sum(small_stages[2]) > 6, small_stages
+    assert spread == together
     monkeypatch.setattr(ingest_snapshot, "ONE_PARTITION_REPLICAS", 1)
     many, many_cuts = parsed(True)
     assert "small" not in many_cuts, many_cuts

@@ -41,13 +41,16 @@ from auditor.ingest.lines import LINE_COUNTS, line_counts, read_small_files
 from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, Snapshot
 from auditor.materialise import materialise, new_work_dir, stored_rows
 from auditor.spark import (
+    CODEGEN_CONF,
     LOG_SIZED_ROWS,
     ONE_PARTITION_REPLICAS,
+    SMALL_TABLE_CONF,
     codegen_on,
     local_frame,
     one_partition,
     replica_partitions,
     replica_sized,
+    session_conf,
 )
 from auditor.summarise.scan import (
     SCAN_COLUMNS,
@@ -64,6 +67,12 @@ from auditor.summarise.scan import (
 #: Above it, a row per batch would be a stored copy of the input's batches, which the
 #: summaries exist to avoid.
 SMALL_INPUT_BYTES = 32 << 20
+
+#: A large input's small files (checkpoints, describe, KRaft's quorum files and metadata
+#: log) up to this many bytes are parsed in one partition (``replica_sized``): about
+#: :data:`auditor.spark.LOG_SIZED_ROWS` lines (a checkpoint line is 4 to ~40 bytes). At 1M
+#: lines they are 0.5 MB, ~20,000 lines; at 200,000 replicas they would be ~30 MB.
+SMALL_FILES_ONE_PARTITION_BYTES = 2 << 20
 
 FILES_SCHEMA = StructType([
     StructField("file_id", IntegerType(), False), StructField("rel", StringType(), False),
@@ -195,12 +204,15 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
         # then every dump line read once into the scan's aggregate, compiled. In one job the
         # small files' few thousand rows made ~440 of its ~480 generated classes, compiled
         # before and while the lines were parsed (measured at 1M lines; docs/design.md).
-        # The small files' rows are replica-sized: they are parsed in one partition, as the
-        # work after the scan is (at 1M lines, ~20,000 lines: a job of 38 stages and a
-        # second small job became one job of 5 stages).
+        # Up to SMALL_FILES_ONE_PARTITION_BYTES the small files' lines are as few as the
+        # rows after the scan, and are parsed in one partition as those are (at 1M lines,
+        # ~20,000 lines: a job of 38 stages and a second small job became one job of 5
+        # stages); more keep the session's shuffle partitions (log-sized in one task).
         # Above ONE_PARTITION_REPLICAS the small files' rows number in the millions and stay
         # compiled, in the scan's job (as replica_sized keeps code generation there).
-        with replica_sized(spark, replica_estimate):
+        small_bytes = sum(f.size for _, f in other_files) + sum(f.size for _, f in kraft_files if f.kind == d.DUMP)
+        with (replica_sized(spark, replica_estimate) if small_bytes <= SMALL_FILES_ONE_PARTITION_BYTES
+              else session_conf(spark, {k: SMALL_TABLE_CONF[k] for k in CODEGEN_CONF})):
             first = materialise(small_frames(), work_dir, "small")
         first.update(materialise({"scan": scan_frame}, work_dir, "scan"))
     else:
