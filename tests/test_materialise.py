@@ -97,7 +97,10 @@ def test_a_cut_points_job_has_its_label_as_call_site(spark, tmp_path: Path, monk
     group = f"call-site-{collected}"
     with session_conf(spark, {auditor.materialise.COLLECT_CONF: "true" if collected else None}):
         context.setJobGroup(group, group)
-        stored = materialise({"rows": spark.range(5).select((F.col("id") * 2).alias("x"))}, str(tmp_path), "cut-7")
+        try:
+            stored = materialise({"rows": spark.range(5).select((F.col("id") * 2).alias("x"))}, str(tmp_path), "cut-7")
+        finally:
+            context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
     assert seen == [("cut-7", "cut-7")]
     assert context.getLocalProperty("callSite.short") is None
     assert context.getLocalProperty("callSite.long") is None
