@@ -18,6 +18,13 @@ after the other:
   computes per file: count, min base offset, max last offset and an ``xxhash64`` sum of
   (base, last, epoch, CRC). Process start to answer. Less than the audit must do: no line
   numbers, no sections, no checkpoints, nothing compared;
+- ``scan_only_s``: the grammar's floor at this size (:data:`SCAN_ONLY`, as ``--fixed``
+  measures it on one partition): a fresh process with the audit's session that discovers
+  the snapshot and runs the scan alone (the dump grammar judging every line and the scan's
+  aggregate, one job writing to Spark's ``noop`` sink). What the audit does besides that
+  (the checkpoint, describe and KRaft files, the comparisons, the drill-downs, the tables)
+  is the difference between ``audit_s`` and this; ``scan_only_over_floor`` is the least
+  ``audit_over_floor`` the present grammar allows;
 - ``python_s``: this script's plain parser, single-threaded: one regular expression per batch
   line, the leader from ``topics-describe.txt``, each follower's divergence from its leader
   (first base offset where their batches differ) and Kafka's epoch truncation
@@ -35,7 +42,8 @@ after the other:
 - ``no_kraft_audit_s`` (with ``--no-kraft``): the audit of the same cluster simulated with
   no KRaft quorum (``--kraft-controllers 0``; the other snapshots have ``simulate``'s
   3-controller quorum, whose metadata log every broker holds too), and ``kraft_over_none``;
-- ratios: ``audit_over_floor``, ``audit_over_python`` (below 1: the audit is faster).
+- ratios: ``audit_over_floor``, ``audit_over_python`` (below 1: the audit is faster),
+  ``audit_over_scan_only``.
 
 With ``--event-log DIR`` every audit also writes Spark's event log (uncompressed) to
 ``DIR/<label>`` (``1M``, ``1M-healthy``, ...): ``benchmarks/event_log.py DIR/1M`` shows its
@@ -394,6 +402,8 @@ def main() -> None:
         floor_s, out = timed([PY, "-c", FLOOR, str(listing)], cwd=str(REPO))
         row["batch_lines"] = json.loads(out.strip().splitlines()[-1])["batch_lines"]
         row["spark_floor_s"] = round(floor_s, 2)
+        scan_s, _ = timed([PY, "-c", SCAN_ONLY, str(root)], cwd=str(REPO))
+        row.update(scan_only_s=round(scan_s, 2), scan_only_over_floor=round(scan_s / floor_s, 2))
         t0 = time.perf_counter()
         parsed, py_diverged = python_script(root)
         row["python_s"] = round(time.perf_counter() - t0, 2)
@@ -404,7 +414,8 @@ def main() -> None:
         assert diverged == py_diverged, ("audit and script disagree on diverged followers", diverged, py_diverged)
         row.update(diverged_followers=diverged,
                    audit_over_floor=round(audit_s / floor_s, 2),
-                   audit_over_python=round(audit_s / float(row["python_s"]), 2))  # type: ignore[arg-type]
+                   audit_over_python=round(audit_s / float(row["python_s"]), 2),  # type: ignore[arg-type]
+                   audit_over_scan_only=round(audit_s / scan_s, 2))
         if args.healthy:
             healthy = work / f"snap-{label}-healthy"
             if not (healthy / "topics-describe.txt").exists():
