@@ -23,8 +23,8 @@ after the other:
   the snapshot and runs the scan alone (the dump grammar judging every line and the scan's
   aggregate, one job writing to Spark's ``noop`` sink). What the audit does besides that
   (the checkpoint, describe and KRaft files, the comparisons, the drill-downs, the tables)
-  is the difference between ``audit_s`` and this; ``scan_only_over_floor`` is the least
-  ``audit_over_floor`` the present grammar allows;
+  is the difference between ``audit_s`` and this; ``scan_only_over_floor`` is about the
+  least ``audit_over_floor`` the present grammar allows (an audit runs this scan and more);
 - ``python_s``: this script's plain parser, single-threaded: one regular expression per batch
   line, the leader from ``topics-describe.txt``, each follower's divergence from its leader
   (first base offset where their batches differ) and Kafka's epoch truncation
