@@ -174,7 +174,8 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
         # Each kind of small file is read by its own reader: a filter on file_id after one
         # read of them all would read every checkpoint file again for each kind (thousands
         # of files for the one describe file).
-        small_files = one_partition(files).filter(F.col("kind") != d.DUMP)
+        listed = one_partition(files)
+        small_files = listed.filter(F.col("kind") != d.DUMP)
         checkpoint_files = small_files.filter(~F.col("kind").isin(d.DESCRIBE, *KRAFT_KINDS))
         cps = parse_checkpoints(
             read_small_files(spark, [(i, f) for i, f in other_files if f.kind not in (d.DESCRIBE, *KRAFT_KINDS)]),
@@ -185,7 +186,7 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
             read_small_files(spark, [(i, f) for i, f in other_files if f.kind == d.DESCRIBE]),
             describe_files.select("file_id", "rel", "snapshot", "broker"),
         )
-        kraft_scan, kraft_lines = _kraft_scan(spark, kraft_files, one_partition(files)) if kraft_files else ({}, None)
+        kraft_scan, kraft_lines = _kraft_scan(spark, kraft_files, listed) if kraft_files else ({}, None)
         return few({
             "entries": cps.entries.withColumnRenamed("broker", "replica"),
             "checkpoint_files": cps.files,
