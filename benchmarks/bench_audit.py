@@ -16,8 +16,11 @@ after the other:
   audit's session settings (``auditor.spark.build_session``: the same small-file packing)
   that reads the same files from a driver-built file list, splits each batch line, and
   computes per file: count, min base offset, max last offset and an ``xxhash64`` sum of
-  (base, last, epoch, CRC). Process start to answer. Less than the audit must do: no line
-  numbers, no sections, no checkpoints, nothing compared;
+  (base, last, epoch, CRC), kept modulo 2^64 as the sums of its 32-bit halves. The answer
+  reads every one of those values, so Spark's optimizer cannot prune them (until
+  2026-11-28 it read only the counts, and the job measured counted the lines that start
+  like a batch line: nothing split, nothing hashed). Process start to answer. Less than
+  the audit must do: no line numbers, no sections, no checkpoints, nothing compared;
 - ``scan_only_s``: the grammar's floor at this size (:data:`SCAN_ONLY`, as ``--fixed``
   measures it on one partition): a fresh process with the audit's session that discovers
   the snapshot and runs the scan alone (the dump grammar judging every line and the scan's
@@ -133,11 +136,19 @@ e = F.array_position(tok, "partitionLeaderEpoch:").cast("int")
 c = F.array_position(tok, "crc:").cast("int")
 base, last = F.get(tok, 1).cast("long"), F.get(tok, 3).cast("long")
 epoch, crc = F.get(tok, e).cast("int"), F.get(tok, c).cast("long")
+# the xxhash64 sum modulo 2^64, kept exactly as the sums of its 32-bit halves (as the audit's
+# digests are: ANSI mode raises on a BIGINT sum's overflow)
+h = F.xxhash64(base, last, epoch, crc)
 per_file = lines.groupBy(F.col("_metadata.file_path").alias("file")).agg(
     F.count(F.lit(1)).alias("n"), F.min(base).alias("lo"), F.max(last).alias("hi"),
-    F.sum(F.xxhash64(base, last, epoch, crc)).alias("h"))
-row = per_file.agg(F.sum("n").alias("n"), F.count(F.lit(1)).alias("files")).first()
-print(json.dumps({"batch_lines": row["n"], "files": row["files"]}))
+    F.sum(h.bitwiseAND(F.lit(0xFFFFFFFF))).alias("h_lo"), F.sum(F.shiftrightunsigned(h, 32)).alias("h_hi"))
+# every per-file value is read by the answer: a value nothing reads is pruned by Spark's
+# optimizer (then the job would only count lines that start like a batch line)
+row = per_file.agg(
+    F.sum("n").alias("n"), F.count(F.lit(1)).alias("files"), F.min("lo").alias("lo"), F.max("hi").alias("hi"),
+    F.sum("h_lo").alias("h_lo"), F.sum("h_hi").alias("h_hi")).first()
+print(json.dumps({"batch_lines": row["n"], "files": row["files"], "min_base": row["lo"], "max_last": row["hi"],
+                  "hash_sum": ((row["h_hi"] << 32) + row["h_lo"]) % (1 << 64)}))
 """
 
 BARE = """
