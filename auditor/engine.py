@@ -309,16 +309,21 @@ def audit(
     window_rows = window_verdicts(pairs, windows, tail_batches(summaries), reps, summaries,
                                   all_windows=chosen == "raft" and snapshot.format != "etcd")
     probe_rows = probe_windows(truncation_probes(evaluable, chosen), windows)
-    needs, second_files = _cut_listing(
-        ("second_files", drill_files(summaries, later, wanted_of(window_rows, probe_rows))) if rereads else None,
-        verdicts=window_rows, probed=probe_rows)
+    # (over summaries and tails as many as log-sized rows, the comparison runs over the
+    # session's cores: at 10M lines, 280,000 summary rows took one interpreted task 15 s)
+    with spread_out(summaries.sparkSession, snapshot.summary_rows):
+        needs, second_files = _cut_listing(
+            ("second_files", drill_files(summaries, later, wanted_of(window_rows, probe_rows))) if rereads else None,
+            verdicts=window_rows, probed=probe_rows)
     differing = differing_windows(needs["verdicts"])
     answers = summary_answers(needs["verdicts"])
     wanted = wanted_of(needs["verdicts"], needs["probed"])
     second = drill(snapshot.source, summaries, later, wanted, work_dir, f"{label}-drill-2", sections=second_files)
     # Drilled batches of many replicas (a wide divergence, many irregular logs) are log-sized:
-    # the cut that joins them with the pairs and rebuilds whole logs runs over the session's
-    # cores, not in one partition (the cuts after it read what it stored: replica-sized).
+    # the cuts that read them (joined with the pairs, whole logs rebuilt, the verdicts, the
+    # findings) run over the session's cores, not in one partition. (At 10M lines with one
+    # partition in 20 diverged, the verdicts' and findings' cuts each read 1.9M and 2.7M
+    # stored rows in one interpreted task: 9.5 and 19 s.)
     drilled_rows = sum(stored_rows(work_dir, f"{label}-drill-{k}", "drilled") for k in (1, 2))
     with spread_out(summaries.sparkSession, drilled_rows):
         drilled = union_all([first, second])
@@ -342,32 +347,32 @@ def audit(
             counts=whole.groupBy(*KEY).agg(F.count(F.lit(1)).cast("bigint").alias("batch_count"),
                                            F.sum("record_count").cast("bigint").alias("record_count")),
             seg_ends=segment_ends(summaries, snapshot.sections))
-    rebuilt, log_lineage = per_log["rebuilt"], per_log["log_lineage"]
-    verdicts = _cut(verdicts=follower_verdicts(
-        pairs, drilled, per_log["trunc"], per_log["compared"], answers=answers, windows=windows,
-        read_windows=read_windows, kraft=kraft is not None, protocol=chosen))["verdicts"]
-    over_time = over_time_findings(current, compared["previous"], facts, log_lineage, history)
-    usable_checkpoint = snapshot.epoch_cache.join(
-        snapshot.replicas.filter(F.col("epoch_file_usable")).select(*KEY), KEY)
-    raw_findings = union_all([
-        replica_checks.batch_sequence_checks(whole, scope),
-        replica_checks.corrupt_batches(whole, snapshot.segments, per_log["seg_ends"]),
-        replica_checks.hwm_above_leo(facts),
-        replica_checks.epoch_cache_mismatches(
-            usable_checkpoint.join(facts.filter(~F.col("epochless")).select(*KEY), KEY), rebuilt, facts, scope),
-        replica_checks.missing_inputs(facts, snapshot.format != "kafka"),
-        pair_findings(verdicts, chosen),
-        *([kraft_findings(kraft, facts.filter(in_kraft))] if kraft is not None else []),
-        replica_checks.compacted_cache_disagreements(pairs, cache),
-        isr_incomplete(facts, drilled, scope, differing, answers),
-        partition_findings(leaders, facts),
-        metadata_conflicts(snapshot.metadata),
-        over_time.findings.filter(~in_kraft),  # SPEC 4.7: not for the metadata log
-        *([replica_checks.unreadable_wal(snapshot.wal_problems)] if snapshot.wal_problems is not None else []),
-    ])
-    all_findings = _cut(findings=with_identity(apply_policy(
-        raw_findings.join(leaders.select(*PARTITION, "leader"), PARTITION, "left"), config),
-        cluster, over_time.previous, over_time.p_days, history))["findings"]
+        rebuilt, log_lineage = per_log["rebuilt"], per_log["log_lineage"]
+        verdicts = _cut(verdicts=follower_verdicts(
+            pairs, drilled, per_log["trunc"], per_log["compared"], answers=answers, windows=windows,
+            read_windows=read_windows, kraft=kraft is not None, protocol=chosen))["verdicts"]
+        over_time = over_time_findings(current, compared["previous"], facts, log_lineage, history)
+        usable_checkpoint = snapshot.epoch_cache.join(
+            snapshot.replicas.filter(F.col("epoch_file_usable")).select(*KEY), KEY)
+        raw_findings = union_all([
+            replica_checks.batch_sequence_checks(whole, scope),
+            replica_checks.corrupt_batches(whole, snapshot.segments, per_log["seg_ends"]),
+            replica_checks.hwm_above_leo(facts),
+            replica_checks.epoch_cache_mismatches(
+                usable_checkpoint.join(facts.filter(~F.col("epochless")).select(*KEY), KEY), rebuilt, facts, scope),
+            replica_checks.missing_inputs(facts, snapshot.format != "kafka"),
+            pair_findings(verdicts, chosen),
+            *([kraft_findings(kraft, facts.filter(in_kraft))] if kraft is not None else []),
+            replica_checks.compacted_cache_disagreements(pairs, cache),
+            isr_incomplete(facts, drilled, scope, differing, answers),
+            partition_findings(leaders, facts),
+            metadata_conflicts(snapshot.metadata),
+            over_time.findings.filter(~in_kraft),  # SPEC 4.7: not for the metadata log
+            *([replica_checks.unreadable_wal(snapshot.wal_problems)] if snapshot.wal_problems is not None else []),
+        ])
+        all_findings = _cut(findings=with_identity(apply_policy(
+            raw_findings.join(leaders.select(*PARTITION, "leader"), PARTITION, "left"), config),
+            cluster, over_time.previous, over_time.p_days, history))["findings"]
 
     follower_rows = verdicts.select(
         *KEY, "divergence_offset", "truncation_offset", "truncation_rounds",

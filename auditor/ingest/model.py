@@ -92,6 +92,9 @@ class Snapshot:
     #: about how many replicas the input holds (partition folders per broker), for sizing
     #: the work after the scan; 0 when unknown.
     replica_estimate: int = 0
+    #: how many summary rows the scan made (stored), for sizing the comparisons over them;
+    #: 0 when unknown.
+    summary_rows: int = 0
     #: KRaft's metadata log inputs (:class:`auditor.ingest.kraft.KRaft`); None when the input
     #: has no metadata log folder.
     kraft: Any = None

@@ -273,7 +273,7 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
     return Snapshot(
         format="kafka", root=found.root, snapshots=found.snapshots, work_dir=work_dir,
         files_read=len(found.files), files_skipped=found.skipped, source=source, sections=sections,
-        replica_estimate=replica_estimate,
+        replica_estimate=replica_estimate, summary_rows=stored_rows(work_dir, "snapshot", "summaries"),
         metadata=first["metadata"], topics=first["topics"], **parsed,
         files_parsed=len(found.files) - (len(reuse.reused) if reuse is not None else 0),
         store=reuse, kraft=kraft,
