@@ -254,9 +254,12 @@ def audit(
         irregular = irregular_of(replica_summaries(candidates, epoch_summaries(candidates)))
         return drill_files(candidates, irregular, none)
 
-    rolled, first_files = _cut_listing(
-        ("first_files", first_listing()) if rereads else None,
-        windows=window_summaries(summaries), epochs=per_epoch, replicas=per_replica)
+    # (the summaries, when log-sized, are rolled up over the session's cores, as they are
+    # compared below)
+    with spread_out(summaries.sparkSession, snapshot.summary_rows):
+        rolled, first_files = _cut_listing(
+            ("first_files", first_listing()) if rereads else None,
+            windows=window_summaries(summaries), epochs=per_epoch, replicas=per_replica)
     windows, epochs, reps = rolled["windows"], rolled["epochs"], rolled["replicas"]
     offsets = replica_offsets(reps, snapshot.segments, snapshot.log_start)
     irregular = irregular_of(reps)
