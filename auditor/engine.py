@@ -312,8 +312,8 @@ def audit(
     window_rows = window_verdicts(pairs, windows, tail_batches(summaries), reps, summaries,
                                   all_windows=chosen == "raft" and snapshot.format != "etcd")
     probe_rows = probe_windows(truncation_probes(evaluable, chosen), windows)
-    # (over summaries and tails as many as log-sized rows, the comparison runs over the
-    # session's cores: at 10M lines, 280,000 summary rows took one interpreted task 15 s)
+    # (when the summaries are log-sized the comparison runs over the session's cores: at
+    # 10M lines their 280,000 rows took one interpreted task 15 s)
     with spread_out(summaries.sparkSession, snapshot.summary_rows):
         needs, second_files = _cut_listing(
             ("second_files", drill_files(summaries, later, wanted_of(window_rows, probe_rows))) if rereads else None,
