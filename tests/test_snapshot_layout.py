@@ -149,7 +149,7 @@ def test_a_drill_down_parses_only_the_sections_it_wants(layout) -> None:  # type
 def test_a_large_input_parses_its_small_files_in_a_job_of_their_own_with_the_same_rows(  # type: ignore[no-untyped-def]
         spark, tmp_path, monkeypatch) -> None:
     """A large input's small files (checkpoints, describe, KRaft's quorum files and metadata
-    log) are parsed in a cut point of their own, without generated code, before the dump
+    log) are parsed in a cut point of their own, without generated code, after the dump
     lines' scan (``auditor.ingest.snapshot._load_kafka``), in one partition up to
     ``SMALL_FILES_ONE_PARTITION_BYTES`` (a job of a few stages, not one per join and
     window); a small input, or one of more than ``ONE_PARTITION_REPLICAS`` replicas,

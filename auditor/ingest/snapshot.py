@@ -201,10 +201,14 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
 
     scan_frame = scan_dumps(spark, to_scan, dump_frame, per_batch=per_batch)
     if codegen_on(spark) and replica_estimate <= ONE_PARTITION_REPLICAS:
-        # Cut points 1a and 1b (one job each): the small files parsed without generated code,
-        # then every dump line read once into the scan's aggregate, compiled. In one job the
-        # small files' few thousand rows made ~440 of its ~480 generated classes, compiled
-        # before and while the lines were parsed (measured at 1M lines; docs/design.md).
+        # Cut points 1a and 1b (one job each): every dump line read once into the scan's
+        # aggregate, compiled, then the small files parsed without generated code. In one
+        # job the small files' few thousand rows made ~440 of its ~480 generated classes,
+        # compiled before and while the lines were parsed (measured at 1M lines;
+        # docs/design.md). The scan runs first: the small files' job, planned and run by
+        # a JVM the scan has warmed, took ~4 s less at 1M lines (5.8-7.3 s against
+        # 9.4-12.3 s, three alternating pairs) and the scan ~1.6 s more
+        # (docs/performance-log.md, 2026-11-28).
         # Up to SMALL_FILES_ONE_PARTITION_BYTES the small files' lines are as few as the
         # rows after the scan, and are parsed in one partition as those are (at 1M lines,
         # ~20,000 lines: a job of 38 stages and a second small job became one job of 5
@@ -212,10 +216,10 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
         # Above ONE_PARTITION_REPLICAS the small files' rows number in the millions and stay
         # compiled, in the scan's job (as replica_sized keeps code generation there).
         small_bytes = sum(f.size for _, f in other_files) + sum(f.size for _, f in kraft_files if f.kind == d.DUMP)
+        first = materialise({"scan": scan_frame}, work_dir, "scan")
         with (replica_sized(spark, replica_estimate) if small_bytes <= SMALL_FILES_ONE_PARTITION_BYTES
               else session_conf(spark, {k: SMALL_TABLE_CONF[k] for k in CODEGEN_CONF})):
-            first = materialise(small_frames(), work_dir, "small")
-        first.update(materialise({"scan": scan_frame}, work_dir, "scan"))
+            first.update(materialise(small_frames(), work_dir, "small"))
     else:
         # Cut point 1 (one job): every file parsed (a small input's without generated code).
         first = materialise({"scan": scan_frame, **small_frames()}, work_dir, "scan")
