@@ -25,6 +25,16 @@ a new ``ArrayList`` and one ``add`` per element, a round trip each, so ``Seqs.of
 (then ``Seqs.plus(seq, ...)`` for each next :data:`SEQ_ARITY`) replaces
 ``PythonUtils.toSeq([a, b, c])``, the same sequence.
 
+A class named through a gateway's JVM view (``jvm.PythonSQLUtils``, ``jvm.functions``:
+PySpark's own code names them so at every ``createDataFrame``, ``to_json``, ``lit`` of a
+list ...) is found by the JVM once per view, then kept on the view. py4j's JVM side tries
+the bare name and each package the view imports, in order, before the one that has the
+class; every miss is a class-loader search through all ~280 jars on Spark's class path.
+Measured 2026-11-28 on a warm JVM: ``jvm.PythonSQLUtils`` 2.0 ms a lookup, ``jvm.functions``
+0.29 ms; a warm one-partition audit made 878 lookups (374 and 316 of those), ~0.85 s of its
+planning thread, and 102 with them kept. A class never changes while the JVM runs.
+Packages (and names py4j takes for packages) are not kept.
+
 It replaces three private helpers of PySpark (``_get_jvm_function``,
 ``_create_column_from_name``, ``_to_seq``), each a few lines that look a method up and call
 it, and the classic ``Column``'s ``cast`` and ``try_cast``, only when they still have the
@@ -62,6 +72,7 @@ EXPECTED = {
     ("pyspark.sql.classic.column", "_to_seq"): ["sc", "cols", "converter"],
     ("pyspark.sql.classic.column", "Column.cast"): ["self", "dataType"],
     ("pyspark.sql.classic.column", "Column.try_cast"): ["self", "dataType"],
+    ("py4j.java_gateway", "JVMView.__getattr__"): ["self", "name"],
 }
 
 
@@ -149,19 +160,35 @@ def _typed(method: str, original: Callable[..., Any]) -> Callable[..., Any]:
     return cast
 
 
+def _kept_classes(original: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
+    """``JVMView.__getattr__`` that keeps a class it finds as an attribute of the view, so
+    the next lookup of that name is Python's own (no round trip, no class-loader search)."""
+    from py4j.java_gateway import JavaClass
+
+    def __getattr__(self: Any, name: str) -> Any:  # noqa: N807 (the method it replaces)
+        found = original(self, name)
+        if isinstance(found, JavaClass):
+            self.__dict__[name] = found
+        return found
+
+    __getattr__.__doc__ = original.__doc__
+    return __getattr__
+
+
 _REPLACEMENTS: dict[str, Callable[..., Callable[..., Any]]] = {
     "_get_jvm_function": lambda original: _get_jvm_function,
     "_create_column_from_name": lambda original: _create_column_from_name,
     "_to_seq": lambda original: _to_seq,
     "Column.cast": lambda original: _typed("cast", original),
     "Column.try_cast": lambda original: _typed("try_cast", original),
+    "JVMView.__getattr__": _kept_classes,
 }
 
 
 def install() -> bool:
-    """Replace PySpark's three lookup helpers and ``Column``'s two casts with the ones
-    above (once per process); False, changing nothing, when any of them is missing or has
-    other parameters."""
+    """Replace PySpark's three lookup helpers, ``Column``'s two casts and py4j's
+    ``JVMView.__getattr__`` with the ones above (once per process); False, changing
+    nothing, when any of them is missing or has other parameters."""
     if _INSTALLED:
         return _INSTALLED[0]
     import importlib

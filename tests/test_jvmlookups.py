@@ -158,3 +158,29 @@ def test_a_cast_to_a_type_sends_the_type_made_once(spark, monkeypatch) -> None: 
     # the casts and the select: no session looked up, no type parsed again
     assert "getActiveSession" not in calls and "parseDataType" not in calls and "fromJson" not in calls, calls
     assert calls.count("cast") == 4 and calls.count("try_cast") == 2, calls
+
+
+def test_a_class_named_through_the_view_is_found_once(spark, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from py4j.java_gateway import JavaClass, JavaPackage
+
+    view = spark.sparkContext._jvm
+    first = view.PythonSQLUtils  # through the view's imports (org.apache.spark.sql.api.python.*)
+    sent: list[str] = []
+    _counting(monkeypatch, sent)
+    again = view.PythonSQLUtils
+    grouped = spark.createDataFrame([(1, "x"), (1, "y")], "a long, b string").groupBy("a").agg(
+        F.to_json(F.struct(F.max("b").alias("m"))).alias("j"))
+    package = view.java
+    misses = [view.NoSuchClassAnywhere, view.NoSuchClassAnywhere]  # (py4j takes them for packages)
+    monkeypatch.undo()
+    assert isinstance(first, JavaClass) and again is first
+    assert first._fqn == "org.apache.spark.sql.api.python.PythonSQLUtils"
+    assert [tuple(r) for r in grouped.collect()] == [(1, '{"m":"y"}')]
+    # the class, and every class PySpark names when it builds that query, were found before
+    # or are found once; a package and a miss are asked each time
+    asked = [c.split("\n")[2] for c in sent if c.startswith("r\nu\n")]
+    assert asked.count("PythonSQLUtils") == 0 and asked.count("functions") <= 1, asked
+    assert isinstance(package, JavaPackage) and all(isinstance(m, JavaPackage) for m in misses)
+    assert "java" in asked and asked.count("NoSuchClassAnywhere") == 2, asked
+    assert view.__dict__["PythonSQLUtils"] is first
+    assert "java" not in view.__dict__ and "NoSuchClassAnywhere" not in view.__dict__
