@@ -37,9 +37,10 @@ Packages (and names py4j takes for packages) are not kept.
 
 It replaces three private helpers of PySpark (``_get_jvm_function``,
 ``_create_column_from_name``, ``_to_seq``), each a few lines that look a method up and call
-it, and the classic ``Column``'s ``cast`` and ``try_cast``, only when they still have the
-signatures they have in PySpark 4.0: a PySpark whose helpers differ keeps its own
-(:func:`install` returns False and says so in the debug log).
+it, the classic ``Column``'s ``cast`` and ``try_cast``, and py4j's ``JVMView.__getattr__``
+(wrapped: it still does the lookup), only when they still have the signatures they have in
+PySpark 4.0 and py4j 0.10.9: a PySpark whose helpers differ keeps its own (:func:`install`
+returns False and says so in the debug log).
 """
 
 from __future__ import annotations
