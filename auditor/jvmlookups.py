@@ -26,10 +26,12 @@ a new ``ArrayList`` and one ``add`` per element, a round trip each, so ``Seqs.of
 ``PythonUtils.toSeq([a, b, c])``, the same sequence.
 
 A class named through a gateway's JVM view (``jvm.PythonSQLUtils``, ``jvm.functions``:
-PySpark's own code names them so at every ``createDataFrame``, ``to_json``, ``lit`` of a
-list ...) is found by the JVM once per view, then kept on the view. py4j's JVM side tries
-the bare name and each package the view imports, in order, before the one that has the
-class; every miss is a class-loader search through all ~280 jars on Spark's class path.
+PySpark's own code names them so at every ``createDataFrame`` from Arrow and every
+higher-order function such as ``transform`` or ``filter`` with a lambda, and in several
+``Column`` helpers) is found by the JVM once per view, then kept on the view. py4j's JVM
+side tries the bare name and each package the view imports, in order, before the one that
+has the class; every miss is a class-loader search through all ~280 jars on Spark's class
+path.
 Measured 2026-11-28 on a warm JVM: ``jvm.PythonSQLUtils`` 2.0 ms a lookup, ``jvm.functions``
 0.29 ms; a warm one-partition audit made 878 lookups (374 and 316 of those), ~0.85 s of its
 planning thread, and 102 with them kept. A class never changes while the JVM runs.
