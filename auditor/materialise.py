@@ -20,7 +20,6 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from functools import reduce
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,7 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructField, StructType
 
-from auditor.spark import LOCAL_BYTES, local_frame, one_partition
+from auditor.spark import LOCAL_BYTES, local_frame, one_partition, union_tree
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +78,7 @@ def materialise(frames: dict[str, DataFrame], work_dir: str, label: str) -> dict
     spark = next(iter(frames.values())).sparkSession
     collect = spark.conf.get(COLLECT_CONF, "false") == "true"
     tagged = [df.select(F.lit(name).alias(TAG), _as_struct(df, name, nullable=collect)) for name, df in frames.items()]
-    union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), tagged)
+    union = union_tree(tagged, lambda a, b: a.unionByName(b, allowMissingColumns=True))
     context = spark.sparkContext
     context.setJobDescription(f"{label}: {', '.join(frames)}")  # names the job in Spark's UI and event log
     call_site = {key: context.getLocalProperty(key) for key in CALL_SITE}  # (a caller's own, put back after)

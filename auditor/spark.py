@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
@@ -493,10 +493,25 @@ def union_all(frames: Sequence[DataFrame]) -> DataFrame:
     """The rows of ``frames`` (matched by column name), in one partition when
     :func:`one_partition` says so: a union of one-partition frames is not one partition to
     Spark's planner, so every join after it would shuffle again."""
-    first, *rest = frames
-    for frame in rest:
-        first = first.unionByName(frame)
-    return one_partition(first)
+    return one_partition(union_tree(frames, lambda a, b: a.unionByName(b)))
+
+
+def union_tree(frames: Sequence[DataFrame], union: Callable[[DataFrame, DataFrame], DataFrame]) -> DataFrame:
+    """``frames`` (at least one) combined by ``union`` pairwise, level by level, in their
+    order: a balanced tree, not a chain.
+
+    Spark analyses every new DataFrame as a whole, and some of its rules
+    (``DeduplicateRelations``) walk the whole plan each time. Unioning n frames left to
+    right analyses plans of 2, 3, ... n frames; a tree analyses each frame's plan about
+    log2(n) times. The rows are the same, in the same order (the optimizer flattens nested
+    unions: ``CombineUnions``). Measured 2026-11-28, warm
+    one-partition audits alternating in one process: the py4j time of their union calls
+    1.19-1.46 s as chains, 1.04-1.52 s (median 1.10 s) as trees."""
+    level = list(frames)
+    while len(level) > 1:
+        paired = [union(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        level = [*paired, level[-1]] if len(level) % 2 else paired
+    return level[0]
 
 
 #: A stored frame with more rows than this is log-sized (drilled batches of many diverged

@@ -321,3 +321,39 @@ def test_many_paths_reach_the_jvm_in_one_call_with_spark_s_own_spelling(spark, t
         theirs = spark.read.format("binaryFile").load(chosen)
         assert sorted(input_files(ours)) == sorted(theirs.inputFiles())
         assert len(input_files(ours)) == len(chosen) == ours.count()
+
+
+def test_union_tree_keeps_every_frame_in_order() -> None:
+    from auditor.spark import union_tree
+
+    calls: list[int] = []
+
+    def union(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+        calls.append(len(a) + len(b))
+        return a + b
+
+    seen = []
+    for n in range(1, 12):
+        calls.clear()
+        combined = union_tree([(i,) for i in range(n)], union)  # type: ignore[arg-type]
+        assert combined == tuple(range(n)), n
+        assert len(calls) == n - 1, n
+        seen.append(sum(calls))  # the sizes of the plans analysed
+    # a tree, not a chain: 11 frames analyse 40 frames' plans (a chain: 2 + 3 + ... + 11 = 65)
+    assert seen[10] == 40 and seen[7] == 24, seen
+
+
+def test_union_all_and_a_cut_points_union_give_the_rows_of_a_chain(spark) -> None:  # type: ignore[no-untyped-def]
+    from functools import reduce
+
+    from auditor.spark import union_all, union_tree
+
+    frames = [spark.createDataFrame([(i, f"x{i}"), (i + 100, None)], "a long, b string") for i in range(7)]
+    flipped = [f.select("b", "a") if i % 3 == 1 else f for i, f in enumerate(frames)]  # matched by name
+    chained = [tuple(r) for r in reduce(lambda a, b: a.unionByName(b), flipped).collect()]
+    assert [tuple(r) for r in union_all(flipped).collect()] == chained and len(chained) == 14
+    tagged = [f.select(F.lit(f"t{i}").alias("_frame"), F.struct("a", "b").alias(f"f{i}")) for i, f in enumerate(frames)]
+    missing = lambda a, b: a.unionByName(b, allowMissingColumns=True)  # noqa: E731
+    tree, chain = union_tree(tagged, missing), reduce(missing, tagged)
+    assert tree.columns == chain.columns == ["_frame", *[f"f{i}" for i in range(7)]]
+    assert [tuple(r) for r in tree.collect()] == [tuple(r) for r in chain.collect()]
