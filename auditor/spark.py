@@ -504,9 +504,9 @@ def union_tree(frames: Sequence[DataFrame], union: Callable[[DataFrame, DataFram
     (``DeduplicateRelations``) walk the whole plan each time. Unioning n frames left to
     right analyses plans of 2, 3, ... n frames; a tree analyses each frame's plan about
     log2(n) times. The rows are the same, in the same order (the optimizer flattens nested
-    unions: ``CombineUnions``). Measured 2026-11-28, warm
-    one-partition audits alternating in one process: the py4j time of their union calls
-    1.19-1.46 s as chains, 1.04-1.52 s (median 1.10 s) as trees."""
+    unions: ``CombineUnions``). Measured 2026-11-28, warm one-partition audits alternating
+    in one process: the py4j time of their union calls 1.19-1.46 s as chains, 1.04-1.52 s
+    (median 1.10 s) as trees."""
     level = list(frames)
     while len(level) > 1:
         paired = [union(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
