@@ -31,11 +31,10 @@ higher-order function such as ``transform`` or ``filter`` with a lambda, and in 
 ``Column`` helpers) is found by the JVM once per view, then kept on the view. py4j's JVM
 side tries the bare name and each package the view imports, in order, before the one that
 has the class; every miss is a class-loader search through all ~280 jars on Spark's class
-path.
-Measured 2026-11-28 on a warm JVM: ``jvm.PythonSQLUtils`` 2.0 ms a lookup, ``jvm.functions``
-0.29 ms; a warm one-partition audit made 878 lookups (374 and 316 of those), ~0.85 s of its
-planning thread, and 102 with them kept. A class never changes while the JVM runs.
-Packages (and names py4j takes for packages) are not kept.
+path. Measured 2026-11-28 on a warm JVM: ``jvm.PythonSQLUtils`` 2.0 ms a lookup,
+``jvm.functions`` 0.29 ms; a warm one-partition audit made 878 lookups (374 and 316 of
+those), ~0.85 s of its planning thread, and 102 with them kept. A class never changes while
+the JVM runs. Packages (and names py4j takes for packages) are not kept.
 
 It replaces three private helpers of PySpark (``_get_jvm_function``,
 ``_create_column_from_name``, ``_to_seq``), each a few lines that look a method up and call
