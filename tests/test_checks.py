@@ -223,3 +223,41 @@ def test_fail_on_counts_unsuppressed_findings_at_or_above(checked) -> None:  # t
     assert _finding_summary(f, "critical")[1] == crit > 0
     assert _finding_summary(f, "never")[1] == 0
     assert _finding_summary(f, "info")[1] == f.filter(~F.col("suppressed")).count()
+
+
+def test_kinds_in_one_projection_give_the_rows_of_one_filter_per_kind(spark) -> None:  # type: ignore[no-untyped-def]
+    """``rows.findings`` equals ``rows.finding`` of a filter per kind, unioned: a row where
+    several kinds hold gives one finding each, a null or false condition gives none, and
+    the one-kind case takes the plain path. Its plan reads the source frame once."""
+    from auditor.checks.rows import FINDING_COLUMNS, Kind, finding, findings
+
+    rows = [("s", "t", 0, r, a, b) for r, a, b in
+            [(1, 5, 2), (2, 1, 1), (3, None, 7), (4, 9, None), (5, 0, 0), (6, 3, 8)]]
+    df = spark.createDataFrame(rows, "snapshot string, topic string, partition int, replica int, a bigint, b bigint")
+    kinds = [
+        Kind(F.col("a") > F.col("b"), "OFFSET_GAP", F.when(F.col("a") > 4, "INFO").otherwise("WARNING"),
+             F.col("b"), F.col("a"), None, F.format_string("a %d above b %d.", F.col("a"), F.col("b")),
+             F.struct("a", "b")),
+        Kind(F.col("a") == F.col("b"), "OFFSET_OVERLAP", "ERROR", F.col("a"), None, F.lit(3),
+             F.lit("equal."), F.struct("a")),
+        Kind(F.col("b") > 6, "LEADER_UNKNOWN", "WARNING", None, F.col("b"), None, F.lit("b high."),
+             F.struct("b"), replica=F.lit(None)),
+    ]
+
+    def as_set(frame):  # type: ignore[no-untyped-def]
+        assert frame.columns == FINDING_COLUMNS
+        return sorted((tuple(r) for r in frame.collect()), key=repr)
+
+    expected = [finding(df.filter(k.where), k.check, k.severity, k.start, k.end, k.epoch, k.message, k.details,
+                        k.replica) for k in kinds]
+    union = expected[0].unionByName(expected[1]).unionByName(expected[2])
+    got = as_set(findings(df, kinds))
+    assert got == as_set(union)
+    # replica 1: a gap; 2 and 5: overlaps; 3: b high only (a is null); 4: nothing (b null);
+    # 6: b high. Replica 1's row is the only one with a gap.
+    assert [(r[3], r[4]) for r in got if r[4] != "LEADER_UNKNOWN"] == [(1, "OFFSET_GAP"), (2, "OFFSET_OVERLAP"),
+                                                                       (5, "OFFSET_OVERLAP")]
+    assert sorted(r[7] for r in got if r[4] == "LEADER_UNKNOWN") == [7, 8]
+    assert as_set(findings(df, kinds[1:2])) == as_set(expected[1])
+    plan = findings(df, kinds)._jdf.queryExecution().optimizedPlan().toString()
+    assert plan.count("LocalRelation") + plan.count("LogicalRDD") == 1, plan

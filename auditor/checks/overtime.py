@@ -21,7 +21,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from auditor.checks.rows import finding, s
+from auditor.checks.rows import Kind, finding, findings, s
 
 PARTITION = ["snapshot", "topic", "partition"]
 TP = ["topic", "partition"]
@@ -165,21 +165,21 @@ def over_time_findings(current: DataFrame, prev: DataFrame, facts: DataFrame, lo
                         "leader_hwm", "h_max")
 
     same_leader = (F.col("leader") == F.col("p_leader")) & (F.col("leader_epoch") == F.col("p_leader_epoch"))
-    regression = finding(
-        obs.filter(same_leader & (F.col("leader_hwm") < F.col("p_leader_hwm"))).withColumn("replica", F.col("leader")),
-        "HWM_REGRESSION", "CRITICAL", F.col("leader_hwm"), F.col("p_leader_hwm"), None,
+    regression = Kind(
+        same_leader & (F.col("leader_hwm") < F.col("p_leader_hwm")), "HWM_REGRESSION", "CRITICAL",
+        F.col("leader_hwm"), F.col("p_leader_hwm"), None,
         F.format_string("Leader %d's high watermark went back from %d (snapshot %s) to %d in the same epoch %d.",
                         F.col("leader"), F.col("p_leader_hwm"), F.col("p_snapshot").cast("string"), F.col("leader_hwm"),
-                        F.col("leader_epoch")), evidence)
+                        F.col("leader_epoch")), evidence, replica=F.col("leader"))
 
     changed = F.col("leader").isNotNull() & ~(F.col("leader").eqNullSafe(F.col("p_leader"))
                                               & F.col("leader_epoch").eqNullSafe(F.col("p_leader_epoch")))
-    stale = finding(
-        obs.filter(changed & (F.col("leader_hwm") < F.col("h_max"))).withColumn("replica", F.col("leader")),
-        "STALE_LEADER_HWM", "WARNING", F.col("leader_hwm"), F.col("h_max"), None,
+    stale = Kind(
+        changed & (F.col("leader_hwm") < F.col("h_max")), "STALE_LEADER_HWM", "WARNING", F.col("leader_hwm"),
+        F.col("h_max"), None,
         F.format_string("New leader %d (epoch %s) has high watermark %d, below %d seen earlier: offsets in "
                         "between were committed before and are not yet committed again.", F.col("leader"),
-                        s("leader_epoch"), F.col("leader_hwm"), F.col("h_max")), evidence)
+                        s("leader_epoch"), F.col("leader_hwm"), F.col("h_max")), evidence, replica=F.col("leader"))
 
     followers = facts.filter(F.col("role") == "follower").select(*PARTITION, "replica", "high_watermark")
     f = followers.join(prev.select(*PARTITION, "p_snapshot", "p_run_id"), PARTITION).join(
@@ -191,7 +191,9 @@ def over_time_findings(current: DataFrame, prev: DataFrame, facts: DataFrame, lo
         F.struct("p_snapshot", "p_run_id", "p_hwm", "high_watermark"))
 
     lost = committed_offsets_lost(obs, p_lineage, log_lineage)
-    return OverTime(reduce(DataFrame.unionByName, [regression, stale, follower, lost]), prev, days)
+    # (both leader checks read the joined observations: one projection computes them once)
+    found = [findings(obs, [regression, stale]), follower, lost]
+    return OverTime(reduce(DataFrame.unionByName, found), prev, days)
 
 
 def committed_offsets_lost(obs: DataFrame, p_lineage: DataFrame, log_lineage: DataFrame) -> DataFrame:

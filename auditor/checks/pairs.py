@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from auditor.checks.rows import finding, s
+from auditor.checks.rows import Kind, finding, findings, s
 from auditor.compare.windows import removed_records
 from auditor.ingest.kraft import is_kraft
 from auditor.semantics.divergence import (
@@ -18,7 +18,6 @@ from auditor.semantics.divergence import (
 from auditor.semantics.eoe import cache_arrays
 from auditor.semantics.kraft import SNAPSHOT_ID
 from auditor.semantics.truncation import least_strict, truncate_epoch, truncate_one_step
-from auditor.spark import union_all
 
 KEY = ["snapshot", "topic", "partition", "replica"]
 PARTITION = ["snapshot", "topic", "partition"]
@@ -183,7 +182,7 @@ def _details(protocol: str, v: DataFrame) -> Column:
 def pair_findings(v: DataFrame, protocol: str) -> DataFrame:
     """The leader-against-follower findings of SPEC 5 from :func:`follower_verdicts`."""
     d, t, leo_f, leo_l = F.col("divergence_offset"), F.col("truncation_offset"), F.col("f_leo"), F.col("l_leo")
-    judged = v.filter(F.col("evaluated") & ~F.col("missing_hwm"))
+    judged = F.col("evaluated") & ~F.col("missing_hwm")
     details = _details(protocol, v)
     proto = _protocol(protocol, v)
     # SPEC 4.7: after FETCH_SNAPSHOT the follower restarts from the leader's snapshot, so a
@@ -196,12 +195,12 @@ def pair_findings(v: DataFrame, protocol: str) -> DataFrame:
     resume_note = F.when(F.col("resume_offset") > t, F.format_string(
         "; Kafka resumes fetching at %d, so offsets %d to %d are never fetched again", F.col("resume_offset"), t,
         F.col("resume_offset") - 1)).otherwise(F.lit(""))
-    lag = finding(
-        v.filter(d.isNull() & (leo_f < leo_l)), "FOLLOWER_LAG", "INFO", leo_f, leo_l, None,
+    lag = Kind(
+        d.isNull() & (leo_f < leo_l), "FOLLOWER_LAG", "INFO", leo_f, leo_l, None,
         F.format_string("Follower %d is %d offsets behind leader %d (log end %d vs %d).", F.col("replica"),
                         leo_l - leo_f, F.col("leader"), leo_f, leo_l), details)
-    suffix = finding(
-        judged.filter(d.isNotNull() & ((t == d) | fs)), "DIVERGENT_SUFFIX", "WARNING", d, leo_f, None,
+    suffix = Kind(
+        judged & d.isNotNull() & ((t == d) | fs), "DIVERGENT_SUFFIX", "WARNING", d, leo_f, None,
         F.when(fs, F.format_string(
             "Follower %d diverges from leader %d from offset %d; it fetches leader %d's snapshot (end offset %d, "
             "epoch %d) and its log is replaced.", F.col("replica"), F.col("leader"), d, F.col("leader"),
@@ -210,21 +209,21 @@ def pair_findings(v: DataFrame, protocol: str) -> DataFrame:
             "Follower %d diverges from leader %d from offset %d; %s truncation to %d removes exactly "
             "the differing records%s.", F.col("replica"), F.col("leader"), d, proto, t, resume_note)),
         details)
-    over = finding(
-        judged.filter(t.isNotNull() & (d.isNull() | (t < d)) & ~fs), "OVER_TRUNCATION", "WARNING", t,
+    over = Kind(
+        judged & t.isNotNull() & (d.isNull() | (t < d)) & ~fs, "OVER_TRUNCATION", "WARNING", t,
         F.coalesce(d, leo_f), None,
         F.format_string("Follower %d would truncate to %d under %s although its records up to %s match leader "
                         "%d%s.", F.col("replica"), t, proto, s(F.coalesce(d, leo_f) - 1),
                         F.col("leader"), resume_note), details)
-    silent = finding(
-        judged.filter(d.isNotNull() & (t.isNull() | (t > d)) & ~fs), "SILENT_DIVERGENCE", "CRITICAL", d,
+    silent = Kind(
+        judged & d.isNotNull() & (t.isNull() | (t > d)) & ~fs, "SILENT_DIVERGENCE", "CRITICAL", d,
         F.coalesce(t, leo_f), None,
         F.format_string("Follower %d differs from leader %d from offset %d but %s truncation %s, so it keeps "
                         "records the leader does not have.", F.col("replica"), F.col("leader"), d, proto,
                         F.when(t.isNull(), F.lit("removes nothing")).otherwise(F.format_string("stops at %d", t))),
         details)
-    conflict = finding(
-        v.filter(F.col("conflict").isNotNull()), "SAME_EPOCH_CONFLICT", "CRITICAL", F.col("conflict.base"),
+    conflict = Kind(
+        F.col("conflict").isNotNull(), "SAME_EPOCH_CONFLICT", "CRITICAL", F.col("conflict.base"),
         F.col("conflict.last") + 1, F.col("conflict.epoch"),
         F.format_string("Follower %d and leader %d hold different batches at offset %d in the same epoch %d "
                         "(two writers in one epoch, or corruption).", F.col("replica"), F.col("leader"),
@@ -233,14 +232,14 @@ def pair_findings(v: DataFrame, protocol: str) -> DataFrame:
                  F.col("conflict.last").alias("follower_last_offset"), F.col("conflict.o_last").alias("leader_last_offset"),
                  F.col("conflict.crc").alias("follower_crc"), F.col("conflict.o_crc").alias("leader_crc")))
     committed = least_strict(F.col("l_hwm"), F.col("f_hwm"))
-    matching = finding(
-        v.filter(d < committed), "LOG_MATCHING_VIOLATION", "CRITICAL", d, committed, None,
+    matching = Kind(
+        d < committed, "LOG_MATCHING_VIOLATION", "CRITICAL", d, committed, None,
         F.format_string("Follower %d and leader %d differ at offset %d, below the committed prefix "
                         "(min HWM %d): the log matching property is broken.", F.col("replica"), F.col("leader"), d,
                         committed), details)
     snap_end = snap_field("end_offset")
-    loss = finding(
-        judged.filter(F.when(fs, snap_end < F.col("f_hwm")).otherwise(t < F.col("f_hwm"))),
+    loss = Kind(
+        judged & F.when(fs, snap_end < F.col("f_hwm")).otherwise(t < F.col("f_hwm")),
         "COMMITTED_DATA_LOSS", "CRITICAL", F.when(fs, snap_end).otherwise(t), F.col("f_hwm"), None,
         F.when(fs, F.format_string(
             "Follower %d fetches leader %d's snapshot ending at %d, below offset %d that it had seen committed: "
@@ -250,7 +249,7 @@ def pair_findings(v: DataFrame, protocol: str) -> DataFrame:
             "Follower %d would truncate to %d under %s, deleting offsets up to %d that it had seen "
             "committed (HWM %d).", F.col("replica"), t, proto, F.col("f_hwm") - 1, F.col("f_hwm"))),
         details)
-    return union_all([lag, suffix, over, silent, conflict, matching, loss])
+    return findings(v, [lag, suffix, over, silent, conflict, matching, loss])
 
 
 def isr_incomplete(facts: DataFrame, batches: DataFrame, scope: DataFrame, differing: DataFrame,
@@ -298,25 +297,24 @@ def partition_findings(leaders: DataFrame, facts: DataFrame) -> DataFrame:
     max_hwm = facts.groupBy(*PARTITION).agg(F.max("high_watermark").alias("max_hwm"))
     lead = facts.filter(F.col("role") == "leader").select(*PARTITION, F.col("log_end_offset").alias("l_leo"))
     p = leaders.join(max_hwm, PARTITION, "left").join(lead, PARTITION, "left")
-    incomplete = finding(
-        p.filter(F.col("l_leo") < F.col("max_hwm")), "LEADER_INCOMPLETE", "CRITICAL", F.col("l_leo"),
-        F.col("max_hwm"), None,
+    incomplete = Kind(
+        F.col("l_leo") < F.col("max_hwm"), "LEADER_INCOMPLETE", "CRITICAL", F.col("l_leo"), F.col("max_hwm"), None,
         F.format_string("Leader %d's log ends at %d, below the highest high watermark %d of any replica: "
                         "committed records are missing from the leader.", F.col("leader"), F.col("l_leo"),
                         F.col("max_hwm")),
         F.struct("leader", "leader_source", F.col("l_leo").alias("leader_log_end_offset"),
                  F.col("max_hwm").alias("max_high_watermark")), replica=F.lit(None))
-    unknown = finding(
-        p.filter(F.col("leader_source") == "unknown"), "LEADER_UNKNOWN", "WARNING", None, None, None,
+    unknown = Kind(
+        F.col("leader_source") == "unknown", "LEADER_UNKNOWN", "WARNING", None, None, None,
         F.lit("No leader in the metadata and no replica has an epoch to infer one from: leader-against-follower "
               "checks skipped."), F.struct("leader_source"), replica=F.lit(None))
-    absent = finding(
-        p.filter((F.col("leader_source") == "metadata") & ~F.col("leader_present")), "MISSING_INPUT", "WARNING",
+    absent = Kind(
+        (F.col("leader_source") == "metadata") & ~F.col("leader_present"), "MISSING_INPUT", "WARNING",
         None, None, None,
         F.format_string("The metadata leader %d has no dumps in the snapshot: leader-against-follower checks "
                         "skipped.", F.col("leader")),
         F.struct("leader", F.array(F.lit("metadata leader has no data")).alias("reasons")), replica=F.lit(None))
-    return union_all([incomplete, unknown, absent])
+    return findings(p, [incomplete, unknown, absent])
 
 
 def metadata_conflicts(metadata: DataFrame) -> DataFrame:

@@ -9,7 +9,9 @@ from pyspark.sql import functions as F
 from auditor.checks.rows import (
     KEY,
     PARTITION,
+    Kind,
     finding,
+    findings,
     s,
 )
 from auditor.semantics.lineage import BATCH_ORDER
@@ -37,9 +39,9 @@ def batch_sequence_checks(batches: DataFrame, scope: DataFrame) -> DataFrame:
     # a gap is [prev_last + 1, base_offset): on a compacted topic it is the cleaner's (INFO,
     # SPEC 4.5) when it lies wholly below the higher HWM, i.e. it ends at or below it
     gap_below_hmax = F.col("compacted") & F.col("hmax").isNotNull() & (F.col("base_offset") <= F.col("hmax"))
-    gaps = b.filter(F.col("base_offset") > F.col("prev_last") + 1)
-    gap = finding(
-        gaps, "OFFSET_GAP", F.when(gap_below_hmax, "INFO").otherwise("WARNING"),
+    gap = Kind(
+        F.col("base_offset") > F.col("prev_last") + 1, "OFFSET_GAP",
+        F.when(gap_below_hmax, "INFO").otherwise("WARNING"),
         F.col("prev_last") + 1, F.col("base_offset"), F.col("epoch"),
         F.format_string("Replica %d has no batch for offsets %d to %d: its log jumps from %d to %d%s.",
                         F.col("replica"), F.col("prev_last") + 1, F.col("base_offset") - 1, F.col("prev_last"),
@@ -47,9 +49,9 @@ def batch_sequence_checks(batches: DataFrame, scope: DataFrame) -> DataFrame:
                         F.when(F.col("compacted"), F.lit(" (compacted topic)")).otherwise(F.lit(""))),
         F.struct("file", "line_number", F.col("prev_last").alias("previous_last_offset"), "base_offset",
                  "compacted"))
-    overlaps = b.filter((F.col("base_offset") <= F.col("prev_last")) & ~below_hmax)
-    overlap = finding(
-        overlaps, "OFFSET_OVERLAP", "ERROR", F.col("base_offset"), F.col("last_offset") + 1, F.col("epoch"),
+    overlap = Kind(
+        (F.col("base_offset") <= F.col("prev_last")) & ~below_hmax, "OFFSET_OVERLAP", "ERROR", F.col("base_offset"),
+        F.col("last_offset") + 1, F.col("epoch"),
         F.format_string("Replica %d holds a batch at offsets %d-%d that overlaps the previous batch ending at %d.",
                         F.col("replica"), F.col("base_offset"), F.col("last_offset"), F.col("prev_last")),
         F.struct("file", "line_number", "base_offset", "last_offset", F.col("prev_last").alias("previous_last_offset")))
@@ -69,7 +71,7 @@ def batch_sequence_checks(batches: DataFrame, scope: DataFrame) -> DataFrame:
         F.format_string("Replica %d wrote offsets %d to %d in epoch %d after already holding epoch %d.",
                         F.col("replica"), F.col("start"), F.col("end") - 1, F.col("epoch"), F.col("earlier_epoch")),
         F.struct("earlier_epoch", F.col("first.file").alias("file"), F.col("first.line_number").alias("line_number")))
-    return union_all([gap, overlap, regression])
+    return union_all([findings(b, [gap, overlap]), regression])
 
 
 def corrupt_batches(batches: DataFrame, segments: DataFrame, seg_end: DataFrame) -> DataFrame:
@@ -173,30 +175,29 @@ def epoch_cache_mismatches(checkpoint: DataFrame, rebuilt: DataFrame, facts: Dat
         (F.col("log_start") == F.col("start_offset")) | (at_lso & (F.col("log_start") <= F.col("start_offset"))))
     in_log_range = (F.col("start_offset") >= F.coalesce(F.col("lso"), F.lit(0))) & (F.col("start_offset") < F.col("leo"))
     above = (F.col("start_offset") >= F.col("leo")) & ~(F.col("is_latest") & (F.col("start_offset") == F.col("leo")))
-    wrong = joined.filter(in_log_range & ~matches & ~compacted_below)
-    beyond = joined.filter(above)
     # the last entry below the local log start is in force there: the log's first epoch
     # (>= 0) must not be lower than that entry's
     in_force = (F.col("start_offset") < F.coalesce(F.col("lso"), F.lit(0))) & (
         F.col("next_start").isNull() | (F.col("next_start") > F.col("lso")))
-    stale = joined.filter(in_force & (F.col("first_log_epoch") < F.col("epoch")) & ~compacted_below)
     end = F.coalesce(F.col("next_start"), F.greatest(F.col("leo"), F.col("start_offset")))
     details = F.struct("file", "epoch", F.col("start_offset").alias("checkpoint_start"),
                        F.col("log_start").alias("log_start"), F.col("leo").alias("log_end_offset"),
                        "log_start_offset", F.col("lso").alias("local_log_start_offset"))
-    wrong_f = finding(
-        wrong, "EPOCH_CACHE_MISMATCH", "ERROR", F.col("start_offset"), end, F.col("epoch"),
+    wrong = Kind(
+        in_log_range & ~matches & ~compacted_below, "EPOCH_CACHE_MISMATCH", "ERROR", F.col("start_offset"), end,
+        F.col("epoch"),
         F.format_string("Replica %d's leader-epoch-checkpoint says epoch %d starts at %d but its log %s.",
                         F.col("replica"), F.col("epoch"), F.col("start_offset"),
                         F.when(F.col("log_start").isNull(), F.lit("has no batch in that epoch"))
                         .otherwise(F.format_string("starts it at %d", F.col("log_start")))), details)
-    stale_f = finding(
-        stale, "EPOCH_CACHE_MISMATCH", "ERROR", F.col("start_offset"), end, F.col("epoch"),
+    stale = Kind(
+        in_force & (F.col("first_log_epoch") < F.col("epoch")) & ~compacted_below, "EPOCH_CACHE_MISMATCH", "ERROR",
+        F.col("start_offset"), end, F.col("epoch"),
         F.format_string("Replica %d's leader-epoch-checkpoint says epoch %d is in force at its local log start "
                         "offset %d, but its log's first batch there is in the lower epoch %d.",
                         F.col("replica"), F.col("epoch"), F.col("lso"), F.col("first_log_epoch")), details)
-    beyond_f = finding(
-        beyond, "EPOCH_CACHE_MISMATCH", "INFO", F.col("start_offset"), end, F.col("epoch"),
+    beyond = Kind(
+        above, "EPOCH_CACHE_MISMATCH", "INFO", F.col("start_offset"), end, F.col("epoch"),
         F.format_string("Replica %d's leader-epoch-checkpoint has epoch %d starting at %d, at or past its "
                         "log end offset %d (Kafka drops such entries on load).",
                         F.col("replica"), F.col("epoch"), F.col("start_offset"), F.col("leo")), details)
@@ -216,7 +217,7 @@ def epoch_cache_mismatches(checkpoint: DataFrame, rebuilt: DataFrame, facts: Dat
                         F.col("replica"), F.col("epoch"), F.col("start_offset")),
         F.struct("epoch", F.col("start_offset").alias("log_start"), F.col("leo").alias("log_end_offset"),
                  "log_start_offset", F.col("lso").alias("local_log_start_offset")))
-    return union_all([wrong_f, stale_f, beyond_f, lacking_f])
+    return union_all([findings(joined, [wrong, stale, beyond]), lacking_f])
 
 
 def missing_inputs(facts: DataFrame, cache_from_log: bool) -> DataFrame:

@@ -1,7 +1,12 @@
-"""Shaping ``findings`` rows (SPEC section 5): the one helper every check's rows go through,
+"""Shaping ``findings`` rows (SPEC section 5): the helpers every check's rows go through,
 and the severity helpers."""
 
 from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -14,19 +19,63 @@ FINDING_COLUMNS = ["snapshot", "topic", "partition", "replica", "check", "severi
                    "offset_start", "offset_end", "epoch", "message", "details"]
 
 
+@dataclass(frozen=True)
+class Kind:
+    """One kind of finding a frame's rows can give (see :func:`findings`): the rows where
+    ``where`` holds, shaped as :func:`finding` shapes them (the same arguments)."""
+
+    where: Column
+    check: str
+    severity: Column | str
+    start: Column | None
+    end: Column | None
+    epoch: Column | None
+    message: Column
+    details: Column
+    replica: Column | None = None
+
+
 def finding(df: DataFrame, check: str, severity: Column | str, start: Column | None, end: Column | None,
             epoch: Column | None, message: Column, details: Column, replica: Column | None = None) -> DataFrame:
     """Shape ``df``'s rows into findings of ``check``; ``details`` is a struct turned to JSON."""
-    sev = F.lit(severity) if isinstance(severity, str) else severity
-    return df.select(
-        "snapshot", "topic", "partition",
+    return df.select(*_columns(check, severity, start, end, epoch, message, details, replica))
+
+
+def findings(df: DataFrame, kinds: Sequence[Kind]) -> DataFrame:
+    """The findings of every kind in ``kinds`` from ``df``'s rows, in one projection: each
+    row whose ``where`` holds for some kinds gives one finding per such kind.
+
+    This is :func:`finding` of ``df.filter(kind.where)`` per kind, unioned, built as one
+    query: ``df`` is analysed, planned and computed once, not once per kind (a frame that is
+    a join or a window, not a stored cut, was computed again by every kind), and the audit's
+    findings union has one child for all of them. A ``where`` that is null, like a filter's,
+    gives no row.
+    """
+    if len(kinds) == 1:
+        return finding(df.filter(kinds[0].where), *_arguments(kinds[0]))
+    rows = F.array(*[F.when(k.where, F.struct(*_columns(*_arguments(k)))) for k in kinds])
+    return (df.filter(reduce(operator.or_, [k.where for k in kinds]))
+            .select(F.explode(rows).alias("_finding")).filter(F.col("_finding").isNotNull()).select("_finding.*"))
+
+
+def _arguments(kind: Kind) -> tuple:
+    return (kind.check, kind.severity, kind.start, kind.end, kind.epoch, kind.message, kind.details, kind.replica)
+
+
+def _columns(check: str, severity: Column | str, start: Column | None, end: Column | None, epoch: Column | None,
+             message: Column, details: Column, replica: Column | None) -> list[Column]:
+    """The columns of one finding (:data:`FINDING_COLUMNS`), over its frame's row."""
+
+    def or_null(c: Column | None) -> Column:
+        return c if c is not None else F.lit(None)
+
+    return [
+        F.col("snapshot"), F.col("topic"), F.col("partition"),
         (replica if replica is not None else F.col("replica")).cast("int").alias("replica"),
-        F.lit(check).alias("check"), sev.alias("severity"),
-        (start if start is not None else F.lit(None)).cast("bigint").alias("offset_start"),
-        (end if end is not None else F.lit(None)).cast("bigint").alias("offset_end"),
-        (epoch if epoch is not None else F.lit(None)).cast("int").alias("epoch"),
-        message.alias("message"), F.to_json(details).alias("details"),
-    )
+        F.lit(check).alias("check"), (F.lit(severity) if isinstance(severity, str) else severity).alias("severity"),
+        or_null(start).cast("bigint").alias("offset_start"), or_null(end).cast("bigint").alias("offset_end"),
+        or_null(epoch).cast("int").alias("epoch"), message.alias("message"), F.to_json(details).alias("details"),
+    ]
 
 
 def severity_rank(col: Column) -> Column:
