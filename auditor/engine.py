@@ -360,10 +360,9 @@ def audit(
         raw_findings = union_all([
             replica_checks.batch_sequence_checks(whole, scope),
             replica_checks.corrupt_batches(whole, snapshot.segments, per_log["seg_ends"]),
-            replica_checks.hwm_above_leo(facts),
             replica_checks.epoch_cache_mismatches(
                 usable_checkpoint.join(facts.filter(~F.col("epochless")).select(*KEY), KEY), rebuilt, facts, scope),
-            replica_checks.missing_inputs(facts, snapshot.format != "kafka"),
+            replica_checks.fact_findings(facts, snapshot.format != "kafka"),
             pair_findings(verdicts, chosen),
             *([kraft_findings(kraft, facts.filter(in_kraft))] if kraft is not None else []),
             replica_checks.compacted_cache_disagreements(pairs, cache),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from auditor.checks.rows import finding
+from auditor.checks.rows import Kind, finding, findings
 from auditor.ingest.kraft import KRaft
 from auditor.spark import union_all
 
@@ -99,34 +99,36 @@ def invalid_snapshots(k: KRaft) -> DataFrame:
         F.struct("file", "end_offset", "epoch", "reasons", "dumped"))
 
 
-def missing_snapshots(k: KRaft, facts: DataFrame) -> DataFrame:
-    """``KRAFT_SNAPSHOT_MISSING`` CRITICAL (replica): the local log start is above 0 and no
-    snapshot of the node ends at or above it (KAFKA-14240: the node cannot start)."""
+def node_findings(k: KRaft, facts: DataFrame) -> DataFrame:
+    """``KRAFT_SNAPSHOT_MISSING`` and ``KRAFT_QUORUM_STATE_BEHIND``, both per node and read
+    off its facts, in one projection (:func:`auditor.checks.rows.findings`).
+
+    ``KRAFT_SNAPSHOT_MISSING`` CRITICAL (replica): the local log start is above 0 and no
+    snapshot of the node ends at or above it (KAFKA-14240: the node cannot start).
+    ``KRAFT_QUORUM_STATE_BEHIND`` WARNING (replica): the node's ``quorum-state``
+    ``leaderEpoch`` (0 when the file is missing) is below its epoch cache's latest epoch.
+    """
     latest = k.snapshots.groupBy(*KEY).agg(F.max("end_offset").alias("latest_snapshot_end"))
-    rows = facts.filter(F.col("local_log_start_offset") > 0).join(latest, KEY, "left").filter(
-        F.col("latest_snapshot_end").isNull() | (F.col("latest_snapshot_end") < F.col("local_log_start_offset")))
-    return finding(
-        rows, "KRAFT_SNAPSHOT_MISSING", "CRITICAL", F.lit(0), F.col("local_log_start_offset"), None,
+    qs = k.quorum_state.groupBy(*KEY).agg(F.max("leader_epoch").alias("quorum_epoch"))
+    rows = facts.join(latest, KEY, "left").join(qs, KEY, "left").select(
+        "*", F.coalesce(F.col("quorum_epoch"), F.lit(0)).alias("state_epoch"))
+    missing = Kind(
+        (F.col("local_log_start_offset") > 0)
+        & (F.col("latest_snapshot_end").isNull() | (F.col("latest_snapshot_end") < F.col("local_log_start_offset"))),
+        "KRAFT_SNAPSHOT_MISSING", "CRITICAL", F.lit(0), F.col("local_log_start_offset"), None,
         F.format_string("Node %d's metadata log starts at %d but none of its snapshots ends at or above it: "
                         "offsets below %d exist nowhere on the node (Kafka refuses to start: KAFKA-14240).",
                         F.col("replica"), F.col("local_log_start_offset"), F.col("local_log_start_offset")),
         F.struct("local_log_start_offset", "latest_snapshot_end"))
-
-
-def quorum_state_behind(k: KRaft, facts: DataFrame) -> DataFrame:
-    """``KRAFT_QUORUM_STATE_BEHIND`` WARNING (replica): the node's ``quorum-state``
-    ``leaderEpoch`` (0 when the file is missing) is below its epoch cache's latest epoch."""
-    qs = k.quorum_state.groupBy(*KEY).agg(F.max("leader_epoch").alias("quorum_epoch"))
-    rows = facts.filter(F.col("latest_epoch").isNotNull()).join(qs, KEY, "left").select(
-        "*", F.coalesce(F.col("quorum_epoch"), F.lit(0)).alias("state_epoch")).filter(
-        F.col("state_epoch") < F.col("latest_epoch"))
-    return finding(
-        rows, "KRAFT_QUORUM_STATE_BEHIND", "WARNING", None, None, F.col("latest_epoch"),
+    behind = Kind(
+        F.col("latest_epoch").isNotNull() & (F.col("state_epoch") < F.col("latest_epoch")),
+        "KRAFT_QUORUM_STATE_BEHIND", "WARNING", None, None, F.col("latest_epoch"),
         F.format_string("Node %d's quorum-state is at epoch %d, below epoch %d of its metadata log: Kafka starts it "
                         "unattached, and the file was not written before the log moved on.", F.col("replica"),
                         F.col("state_epoch"), F.col("latest_epoch")),
         F.struct(F.col("quorum_epoch").alias("quorum_state_epoch"), F.col("latest_epoch").alias("log_epoch"),
                  F.col("quorum_epoch").isNull().alias("quorum_state_missing")))
+    return findings(rows, [missing, behind])
 
 
 def voters_differ(k: KRaft) -> DataFrame:
@@ -148,6 +150,6 @@ def voters_differ(k: KRaft) -> DataFrame:
 def kraft_findings(k: KRaft, facts: DataFrame) -> DataFrame:
     """Every ``KRAFT_*`` finding; ``facts``: the metadata log replicas' facts (local log
     start, latest epoch of the epoch cache)."""
-    return union_all([election_safety(k), epoch_starts(k, facts), invalid_snapshots(k),
-                      missing_snapshots(k, facts), quorum_state_behind(k, facts), voters_differ(k)])
+    return union_all([election_safety(k), epoch_starts(k, facts), invalid_snapshots(k), node_findings(k, facts),
+                      voters_differ(k)])
 

@@ -127,22 +127,6 @@ def unreadable_wal(problems: DataFrame) -> DataFrame:
                  "byte_offset", "problem", "torn", F.col("last_file").alias("last_wal_file")))
 
 
-def hwm_above_leo(facts: DataFrame) -> DataFrame:
-    """``HWM_ABOVE_LEO``: ERROR, CRITICAL on the leader or an ISR/ELR member."""
-    bad = facts.filter(F.col("high_watermark") > F.col("log_end_offset"))
-    if "kraft" in facts.columns:  # SPEC 4.7: not evaluated on KRaft's metadata log
-        bad = bad.filter(~F.col("kraft"))
-    important = (F.col("role") == "leader") | F.coalesce(F.col("in_isr"), F.lit(False)) | F.coalesce(
-        F.col("in_elr"), F.lit(False))
-    return finding(
-        bad, "HWM_ABOVE_LEO", F.when(important, "CRITICAL").otherwise("ERROR"),
-        F.col("log_end_offset"), F.col("high_watermark"), None,
-        F.format_string("Replica %d's high watermark %d is above its log end offset %d: records it saw "
-                        "committed are gone from its log (often a lossy unclean shutdown).",
-                        F.col("replica"), F.col("high_watermark"), F.col("log_end_offset")),
-        F.struct("high_watermark", "log_end_offset", "role", "in_isr"))
-
-
 def epoch_cache_mismatches(checkpoint: DataFrame, rebuilt: DataFrame, facts: DataFrame,
                            scope: DataFrame) -> DataFrame:
     """``EPOCH_CACHE_MISMATCH`` of a usable ``leader-epoch-checkpoint`` against the cache
@@ -220,25 +204,41 @@ def epoch_cache_mismatches(checkpoint: DataFrame, rebuilt: DataFrame, facts: Dat
     return union_all([findings(joined, [wrong, stale, beyond]), lacking_f])
 
 
-def missing_inputs(facts: DataFrame, cache_from_log: bool) -> DataFrame:
-    """``MISSING_INPUT`` per replica: no dumps, no usable epoch checkpoint, no HWM entry, or
-    dumps without epochs (``facts.epochless``). One finding per replica naming every gap and
-    the checks it skips."""
+def fact_findings(facts: DataFrame, cache_from_log: bool) -> DataFrame:
+    """``HWM_ABOVE_LEO`` and the per-replica ``MISSING_INPUT``, both read off a replica's
+    facts, in one projection (:func:`auditor.checks.rows.findings`).
+
+    ``HWM_ABOVE_LEO``: ERROR, CRITICAL on the leader or an ISR/ELR member; not evaluated on
+    KRaft's metadata log (SPEC 4.7). ``MISSING_INPUT`` per replica: no dumps, no usable
+    epoch checkpoint, no HWM entry, or dumps without epochs (``facts.epochless``); one
+    finding per replica naming every gap and the checks it skips.
+    """
+    kraft = F.col("kraft") if "kraft" in facts.columns else F.lit(False)
     reasons = F.filter(F.array(
         F.when(~F.col("has_dump"), F.lit("no dump files: every log check skipped")),
         F.when(F.col("has_dump") & ~F.col("epoch_file_usable") & (F.lit(not cache_from_log) | F.col("has_epoch_file")),
                F.when(F.col("has_epoch_file"), F.lit("leader-epoch-checkpoint unusable (see parse_errors): cache rebuilt from the log"))
                .otherwise(F.lit("no leader-epoch-checkpoint: cache rebuilt from the log"))),
-        F.when(F.col("high_watermark").isNull() & (~F.col("kraft") if "kraft" in facts.columns else F.lit(True)),
+        F.when(F.col("high_watermark").isNull() & ~kraft,
                F.lit("no high watermark entry: HWM checks skipped (HWM_ABOVE_LEO, LOG_MATCHING_VIOLATION, "
                      "COMMITTED_DATA_LOSS, ISR_INCOMPLETE)")),
         F.when(F.coalesce(F.col("epochless"), F.lit(False)), F.lit("no epochs in dump: epoch-based checks skipped")),
     ), lambda x: x.isNotNull())
-    rows = facts.select("*", reasons.alias("reasons")).filter(F.size("reasons") > 0)
-    return finding(
-        rows, "MISSING_INPUT", "WARNING", None, None, None,
+    important = (F.col("role") == "leader") | F.coalesce(F.col("in_isr"), F.lit(False)) | F.coalesce(
+        F.col("in_elr"), F.lit(False))
+    above = Kind(
+        (F.col("high_watermark") > F.col("log_end_offset")) & ~kraft,
+        "HWM_ABOVE_LEO", F.when(important, "CRITICAL").otherwise("ERROR"),
+        F.col("log_end_offset"), F.col("high_watermark"), None,
+        F.format_string("Replica %d's high watermark %d is above its log end offset %d: records it saw "
+                        "committed are gone from its log (often a lossy unclean shutdown).",
+                        F.col("replica"), F.col("high_watermark"), F.col("log_end_offset")),
+        F.struct("high_watermark", "log_end_offset", "role", "in_isr"))
+    missing = Kind(
+        F.size("reasons") > 0, "MISSING_INPUT", "WARNING", None, None, None,
         F.format_string("Replica %d is missing input: %s.", F.col("replica"), F.array_join("reasons", "; ")),
         F.struct("reasons", "has_dump", "has_epoch_file", "epoch_file_usable", "high_watermark"))
+    return findings(facts.select("*", reasons.alias("reasons")), [above, missing])
 
 
 def compacted_cache_disagreements(pairs: DataFrame, cache: DataFrame) -> DataFrame:
