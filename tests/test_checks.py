@@ -232,7 +232,7 @@ def test_kinds_in_one_projection_give_the_rows_of_one_filter_per_kind(spark) -> 
     from auditor.checks.rows import FINDING_COLUMNS, Kind, finding, findings
 
     rows = [("s", "t", 0, r, a, b) for r, a, b in
-            [(1, 5, 2), (2, 1, 1), (3, None, 7), (4, 9, None), (5, 0, 0), (6, 3, 8)]]
+            [(1, 5, 2), (2, 1, 1), (3, None, 7), (4, 9, None), (5, 0, 0), (6, 3, 8), (7, 9, 8)]]
     df = spark.createDataFrame(rows, "snapshot string, topic string, partition int, replica int, a bigint, b bigint")
     kinds = [
         Kind(F.col("a") > F.col("b"), "OFFSET_GAP", F.when(F.col("a") > 4, "INFO").otherwise("WARNING"),
@@ -254,10 +254,10 @@ def test_kinds_in_one_projection_give_the_rows_of_one_filter_per_kind(spark) -> 
     got = as_set(findings(df, kinds))
     assert got == as_set(union)
     # replica 1: a gap; 2 and 5: overlaps; 3: b high only (a is null); 4: nothing (b null);
-    # 6: b high. Replica 1's row is the only one with a gap.
-    assert [(r[3], r[4]) for r in got if r[4] != "LEADER_UNKNOWN"] == [(1, "OFFSET_GAP"), (2, "OFFSET_OVERLAP"),
-                                                                       (5, "OFFSET_OVERLAP")]
-    assert sorted(r[7] for r in got if r[4] == "LEADER_UNKNOWN") == [7, 8]
+    # 6: b high; 7: a gap and b high, two findings from one row.
+    assert [(r[3], r[4]) for r in got if r[4] != "LEADER_UNKNOWN"] == [
+        (1, "OFFSET_GAP"), (2, "OFFSET_OVERLAP"), (5, "OFFSET_OVERLAP"), (7, "OFFSET_GAP")]
+    assert sorted(r[7] for r in got if r[4] == "LEADER_UNKNOWN") == [7, 8, 8]
     assert as_set(findings(df, kinds[1:2])) == as_set(expected[1])
     plan = findings(df, kinds)._jdf.queryExecution().optimizedPlan().toString()
     assert plan.count("LocalRelation") + plan.count("LogicalRDD") == 1, plan
