@@ -45,7 +45,7 @@ from auditor.config import Config
 from auditor.errors import UsageError
 from auditor.ingest.kraft import is_kraft
 from auditor.ingest.model import Snapshot
-from auditor.materialise import materialise, new_work_dir, stored_rows
+from auditor.materialise import materialise, stored_rows
 from auditor.semantics import lineage
 from auditor.semantics.kraft import (
     committed_bound,
@@ -67,6 +67,7 @@ from auditor.summarise.replicas import (
     window_summaries,
 )
 from auditor.summarise.replicas import offsets as replica_offsets
+from auditor.workdir import new_work_dir
 
 KEY = ["snapshot", "topic", "partition", "replica"]
 PARTITION = ["snapshot", "topic", "partition"]

@@ -14,11 +14,9 @@ to the driver as Arrow instead of written by Spark, and written by pyarrow in th
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -34,27 +32,6 @@ from auditor.spark import LOCAL_BYTES, local_frame, one_partition, union_tree
 logger = logging.getLogger(__name__)
 
 TAG = "_frame"
-
-
-KEEP_ENV = "AUDITOR_KEEP_WORK_DIR"
-
-
-def keep_work_dirs() -> bool:
-    """True when ``AUDITOR_KEEP_WORK_DIR=1``: work dirs are left for inspection."""
-    return os.environ.get(KEEP_ENV, "") not in ("", "0")
-
-
-def new_work_dir(parent: str | None = None) -> str:
-    """A fresh directory for one audit's cut points under ``parent`` (None: the system's
-    temporary folder), removed when the process exits (kept when ``AUDITOR_KEEP_WORK_DIR=1``, to inspect every stored intermediate)."""
-    if parent is not None:
-        os.makedirs(parent, exist_ok=True)
-    path = tempfile.mkdtemp(prefix="auditor-work-", dir=parent)
-    if keep_work_dirs():
-        logger.warning("keeping the work dir %s (%s is set)", path, KEEP_ENV)
-    else:
-        atexit.register(shutil.rmtree, path, ignore_errors=True)
-    return path
 
 
 def frame_dir(work_dir: str, label: str, name: str) -> str:

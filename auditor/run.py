@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 import time
 import uuid
 from collections import Counter
@@ -41,9 +40,7 @@ from auditor.ingest.model import Snapshot
 from auditor.ingest.snapshot import SMALL_INPUT_BYTES, load_snapshot
 from auditor.materialise import (
     COLLECT_CONF,
-    keep_work_dirs,
     materialise,
-    new_work_dir,
     read_frame_arrow,
     stream_frame_arrow,
 )
@@ -60,6 +57,7 @@ from auditor.spark import (
     session_conf,
     small_input_plans,
 )
+from auditor.workdir import new_work_dir, remove_work_dir
 
 logger = logging.getLogger(__name__)
 
@@ -122,8 +120,7 @@ def run_audit(
                                    snapshot_label=snapshot_label, progress=progress)
             by_check, failing = land_run(computed, out, config, writer, progress=progress)
     finally:
-        if not keep_work_dirs():
-            shutil.rmtree(work_dir, ignore_errors=True)
+        remove_work_dir(work_dir)
     return RunResult(
         run_id=run_id, out=out, writer=writer.name, counts=computed.counts, findings_by_check=by_check,
         worst_partitions=_worst_partitions(computed.arrow["partition_status"]),

@@ -29,10 +29,10 @@ pytestmark = pytest.mark.spark
 AUDITOR = [str(Path(sys.executable).with_name("auditor"))]
 
 
-def _audit(snapshot: Path, out: Path, run_id: str, label: str) -> subprocess.Popen[str]:
+def _audit(snapshot: Path, out: Path, run_id: str, label: str, *more: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [*AUDITOR, "audit", str(snapshot), "--out", str(out), "--run-id", run_id, "--snapshot", label,
-         "--cluster", "c", "--fail-on", "never"],
+         "--cluster", "c", "--fail-on", "never", *more],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
@@ -66,7 +66,8 @@ def test_an_audit_killed_while_parsing_leaves_nothing_and_its_rerun_lands_once(s
     land_run(str(out), "earlier", 3)
     before = {t: rows_of(out, t) for t in ("findings", "replica_status", "runs")}
     snap = write_demo_snapshot(tmp_path / "snap")
-    proc = _audit(snap, out, "k1", "2026-11-23T05:00:00Z")
+    work = tmp_path / "work"  # both runs' work dirs (the killed one cannot remove its own)
+    proc = _audit(snap, out, "k1", "2026-11-23T05:00:00Z", "--work-dir", str(work))
     assert proc.stderr is not None
     seen = ""
     deadline = time.monotonic() + 300
@@ -77,12 +78,16 @@ def test_an_audit_killed_while_parsing_leaves_nothing_and_its_rerun_lands_once(s
     os.killpg(proc.pid, signal.SIGKILL)  # the CLI and its JVM
     proc.wait(30)
     assert {t: rows_of(out, t) for t in before} == before
+    left = [p.name for p in work.iterdir()]
+    assert len(left) == 1 and left[0].startswith("auditor-work-"), left
     # the rerun (same run id) in this process, on the suite's session: what it meets in OUT
     # is what the killed process left, whichever JVM reads it (a new process per audit is
     # the other test's; this one costs the suite a cold JVM less)
     rerun = CliRunner().invoke(main, ["audit", str(snap), "--out", str(out), "--run-id", "k1", "--snapshot",
-                                      "2026-11-23T05:00:00Z", "--cluster", "c", "--fail-on", "never"])
+                                      "2026-11-23T05:00:00Z", "--cluster", "c", "--fail-on", "never",
+                                      "--work-dir", str(work)])
     assert rerun.exit_code == 0, rerun.output[-2000:]
+    assert list(work.iterdir()) == []  # the killed run's work dir swept, the rerun's removed
     statuses = [r["status"] for r in _table(out, "runs") if r["run_id"] == "k1"]
     assert statuses == ["SUCCEEDED"]
     counts = json.loads(next(r["counts"] for r in _table(out, "runs") if r["run_id"] == "k1"))

@@ -22,11 +22,11 @@ from auditor import run as run_module
 from auditor.cli import main
 from auditor.config import Config
 from auditor.errors import Stopped, failure_recorded
-from auditor.materialise import new_work_dir
 from auditor.simulator.kafka_text import PartitionMeta
 from auditor.sinks import commit
 from auditor.sinks import delta as io
 from auditor.sinks.schemas import OUTPUT_TABLES
+from auditor.workdir import new_work_dir
 from tests.scenarios import Replica, write_describe, write_partition
 from tests.test_commit import land_run
 

@@ -39,7 +39,7 @@ from auditor.ingest.kraft import (
 )
 from auditor.ingest.lines import LINE_COUNTS, line_counts, read_small_files
 from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, Snapshot
-from auditor.materialise import materialise, new_work_dir, stored_rows
+from auditor.materialise import materialise, stored_rows
 from auditor.spark import (
     CODEGEN_CONF,
     LOG_SIZED_ROWS,
@@ -59,6 +59,7 @@ from auditor.summarise.scan import (
     scan_dumps,
     split_scan,
 )
+from auditor.workdir import new_work_dir
 
 #: A small input, in bytes: up to this, the run takes the small-input session settings
 #: (``auditor.run.is_small_input``, all files under the input), and the scan keeps every
