@@ -6,10 +6,11 @@ it, and on a large input it holds gigabytes of Parquet. So every work dir holds 
 file on which its process keeps an exclusive ``flock(2)`` while the dir lives: the kernel
 releases it when the process ends, however it ends. Before making a new work dir,
 :func:`new_work_dir` removes each sibling whose owner lock it can take, i.e. whose process
-is gone. A dir it cannot judge is left alone: one whose owner file cannot be locked (a file
-system without ``flock``), one kept for inspection (``AUDITOR_KEEP_WORK_DIR=1``), one
-without an owner file (being created this instant, or left by a version before owner
-files) unless it is older than :data:`UNOWNED_MAX_AGE_S`.
+is gone and that names this host. A dir it cannot judge is left alone: one whose owner
+file cannot be locked (a file system without ``flock``), one another host made (on a
+shared mount, that host's next run sweeps it), one kept for inspection
+(``AUDITOR_KEEP_WORK_DIR=1``), one without an owner file (being created this instant, or
+left by a version before owner files) unless it is older than :data:`UNOWNED_MAX_AGE_S`.
 """
 
 from __future__ import annotations
@@ -57,12 +58,16 @@ def new_work_dir(parent: str | None = None) -> str:
             f.write(f"kept by pid {os.getpid()} on {socket.gethostname()} ({KEEP_ENV} is set)\n")
         logger.warning("keeping the work dir %s (%s is set)", path, KEEP_ENV)
         return path
-    fd = os.open(os.path.join(path, OWNER_FILE), os.O_RDWR | os.O_CREAT, 0o600)
+    # Locked under another name, then renamed: a sweep never finds the owner file unlocked
+    # (the lock belongs to the open file, which the rename keeps).
+    pending = os.path.join(path, OWNER_FILE + ".new")
+    fd = os.open(pending, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:  # a file system without flock: the dir is never swept, as before
         pass
     os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
+    os.rename(pending, os.path.join(path, OWNER_FILE))
     _held[path] = fd
     atexit.register(remove_work_dir, path)
     return path
@@ -119,6 +124,11 @@ def _stale(path: str) -> bool:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:  # held (its process lives), or no flock here: not ours to judge
+            return False
+        # Only a dir this host's processes made: on a shared mount whose locks are local to
+        # each client (NFS mounted `nolock`, some FUSE file systems) another host's live run
+        # would look dead from here.
+        if not os.read(fd, 4096).decode(errors="replace").rstrip("\n").endswith(f" on {socket.gethostname()}"):
             return False
         shutil.rmtree(path, ignore_errors=True)  # holding its lock: nobody else removes it too
         return True

@@ -1,7 +1,7 @@
 """Work dirs (auditor.workdir): a dir whose process ended without removing it (SIGKILL) is
 removed by the next audit's, and only such a dir: never a live process's (another's or
-this one's), one kept for inspection, a fresh one without an owner file, or anything not
-named as a work dir."""
+this one's), another host's, one kept for inspection, a fresh one without an owner file, or
+anything not named as a work dir."""
 
 from __future__ import annotations
 
@@ -71,11 +71,14 @@ def test_kept_unowned_and_foreign_dirs_are_left_alone(tmp_path: Path, monkeypatc
     (old / "scan").mkdir(parents=True)
     day_ago = time.time() - 2 * 24 * 3600
     os.utime(old, (day_ago, day_ago))
+    elsewhere = tmp_path / f"{workdir.PREFIX}elsewhere"  # another host's, on a shared mount
+    elsewhere.mkdir()
+    (elsewhere / workdir.OWNER_FILE).write_text("pid 1 on another-host.example\n")  # unlocked here
     foreign = tmp_path / "spark-1234"  # not a work dir, however old
     foreign.mkdir()
     os.utime(foreign, (day_ago, day_ago))
     assert workdir.sweep(str(tmp_path)) == [str(old)]
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([kept.name, fresh.name, foreign.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([kept.name, fresh.name, elsewhere.name, foreign.name])
     # a kept dir outlives the run that made it, whatever removes that run's dirs
     monkeypatch.setenv(workdir.KEEP_ENV, "1")
     mine = workdir.new_work_dir(str(tmp_path))
