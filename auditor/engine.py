@@ -235,7 +235,7 @@ def audit(
     in_kraft = is_kraft() if kraft is not None else F.lit(False)
 
     def irregular_of(replicas: DataFrame) -> DataFrame:
-        return replicas.filter(~F.col("regular") | in_kraft).select(*KEY)
+        return replicas.filter(~F.col("regular")).select(*KEY)
 
     checkpointless = snapshot.replicas.filter(~F.col("epoch_file_usable")).select(*KEY)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -221,7 +222,8 @@ def kraft_run(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
     def rows(name: str) -> list:  # type: ignore[type-arg]
         return [r.asDict() | {"snapshot": label[r.snapshot.replace(tzinfo=None)]} for r in tables[name].collect()]
 
-    run = {name: rows(name) for name in ("findings", "replica_status", "partition_status", "parse_errors")}
+    run = {name: rows(name) for name in ("findings", "replica_status", "partition_status", "parse_errors",
+                                         "epoch_lineage")}
     return run | {"model": expected_truncation}
 
 
@@ -241,6 +243,20 @@ def test_healthy_metadata_log_has_no_warning(kraft_run) -> None:  # type: ignore
     assert {r["high_watermark"] for r in reps.values()} == {None}
     assert {r["in_isr"] for r in reps.values()} == {None}
     assert reps[2]["role"] == "leader" and reps[1]["status"] == "in_sync" and reps[4]["status"] == "lagging"
+
+
+def test_one_row_per_run_entry_and_finding(kraft_run) -> None:  # type: ignore[no-untyped-def]
+    """The metadata log's facts come from its batches alone: one ``epoch_lineage`` row per
+    run of an epoch or cache entry, and ``finding_id`` unique per snapshot (SPEC 6)."""
+    lineage = Counter((r["snapshot"], r["topic"], r["partition"], r["replica"], r["source"], r["start_offset"])
+                      for r in kraft_run["epoch_lineage"])
+    assert lineage and max(lineage.values()) == 1, [k for k, n in lineage.items() if n > 1]
+    ids = Counter((f["snapshot"], f["finding_id"]) for f in kraft_run["findings"])
+    assert ids and max(ids.values()) == 1, [k for k, n in ids.items() if n > 1]
+    # a healthy node's log: one run per epoch
+    runs = sorted((r["epoch"], r["start_offset"], r["end_offset"], r["batch_count"]) for r in kraft_run["epoch_lineage"]
+                  if r["snapshot"] == "healthy" and r["replica"] == 3 and r["source"] == "log")
+    assert [r[:3] for r in runs] == [(1, 0, 10), (2, 10, 20)]
 
 
 def test_real_kafka_text(kraft_run) -> None:  # type: ignore[no-untyped-def]

@@ -9,7 +9,7 @@ printed ``isvalid: false``. For a regular replica every per-replica fact follows
 per-epoch rows: each epoch is one contiguous run (its ``epoch_lineage`` row), Kafka's
 ``assign`` over its batches keeps one entry per epoch at the epoch's first base (the
 rebuilt cache), and there is no gap, overlap, regression or corrupt batch to report. The
-other replicas are read batch by batch (:mod:`auditor.compare.drill`).
+other replicas, and KRaft's metadata log, are read batch by batch (:mod:`auditor.compare.drill`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from auditor.ingest.kraft import is_kraft
 from auditor.summarise.digest import DIGEST_SUMS, digest, is_chain, rollup
 
 KEY = ["snapshot", "topic", "partition", "replica"]
@@ -47,7 +48,9 @@ def epoch_summaries(summaries: DataFrame) -> DataFrame:
 
 def replica_summaries(summaries: DataFrame, epochs: DataFrame) -> DataFrame:
     """Per replica with batches: ``n, records, min_base, max_last``, ``epochless`` (no batch
-    has an epoch) and ``regular``."""
+    has an epoch) and ``regular``. KRaft's metadata log is never regular: it is read batch by
+    batch whatever its summaries say (its checks and ``kraft`` truncation need its batches),
+    and a replica's facts come from one of the two paths, never both."""
     rolled = summaries.groupBy(*KEY).agg(*rollup(KEY))
     ordered = Window.partitionBy(*KEY).orderBy("epoch")
     per_epoch = epochs.select(
@@ -65,7 +68,7 @@ def replica_summaries(summaries: DataFrame, epochs: DataFrame) -> DataFrame:
         *KEY, "n", "records", "min_base", "max_last", "invalid", "crcless",
         (F.col("_max_epoch") < 0).alias("epochless"),
         (is_chain() & (F.col("_runs") == 1) & F.coalesce(F.col("_ordered") == 1, F.lit(True))
-         & (F.col("invalid") == 0)).alias("regular"),
+         & (F.col("invalid") == 0) & ~is_kraft()).alias("regular"),
     )
 
 
