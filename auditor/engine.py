@@ -290,7 +290,10 @@ def audit(
             own_snapshot_bound(kraft.snapshots), KEY, "left").select(
             *[c for c in with_roles.columns if c != "high_watermark"],
             F.when(~in_kraft, F.col("high_watermark")).when(F.col("role") == "leader", F.col("committed"))
-            .otherwise(F.col("own_hwm")).alias("high_watermark"), in_kraft.alias("kraft"))
+            .otherwise(F.col("own_hwm")).alias("high_watermark"), in_kraft.alias("kraft"),
+            # the node's own snapshot ids, shown on the report's lanes; "[]" when it has none
+            F.when(in_kraft & F.col("own_snapshots").isNull(), F.lit("[]"))
+            .when(in_kraft, F.to_json("own_snapshots")).alias("kraft_snapshots"))
     # (the scope is a small aggregate of the facts: computed in their job)
     roles = _cut(facts=with_roles, scope=compaction_scope(with_roles, snapshot.topics, config.compacted_topics))
     facts, scope = roles["facts"], roles["scope"]
@@ -389,6 +392,7 @@ def audit(
         *[c for c in follower_rows.columns if c not in KEY],
         F.coalesce(F.col("_bc"), F.col("batch_count")).alias("batch_count"),
         F.coalesce(F.col("_rc"), F.col("record_count")).alias("record_count"),
+        *([] if "kraft_snapshots" in facts.columns else [F.lit(None).cast("string").alias("kraft_snapshots")]),
         F.when(F.col("role") == "leader", "leader")
         .when(F.col("role") == "follower", F.coalesce(F.col("follower_status"), F.lit("unknown")))
         .otherwise("unknown").alias("status"))

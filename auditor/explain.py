@@ -24,7 +24,7 @@ from auditor.checks.registry import REGISTRY
 from auditor.config import Config
 from auditor.errors import UsageError
 from auditor.ingest.discovery import is_kraft_folder
-from auditor.sinks.runview import PartitionView, RunView, load_run
+from auditor.sinks.runview import PartitionView, RunView, load_run, snapshot_ids
 
 SPEC_OF = {c.name: c.spec for c in REGISTRY}
 SEVERITY_STYLE = {"CRITICAL": "bold red", "ERROR": "red", "WARNING": "yellow", "INFO": "dim"}
@@ -98,13 +98,17 @@ def render(view: RunView, p: PartitionView, console: Console) -> None:
                       str(r["status"]))
     console.print(table)
 
-    console.print(Text("lineage (log: runs of batches of one epoch; cache: leader-epoch-checkpoint)", style="bold"))
+    console.print(Text("lineage (log: runs of batches of one epoch; cache: leader-epoch-checkpoint"
+                       + ("; snapshots: the node's own, as end offset-epoch)" if kraft else ")"), style="bold"))
     for r in p.replicas:
         rows = [x for x in p.lineage if x["replica"] == r["replica"]]
         log = ", ".join(f"e{x['epoch']} [{x['start_offset']}, {x['end_offset']})" for x in rows if x["source"] == "log")
         cache = ", ".join(f"e{x['epoch']}@{x['start_offset']}" for x in rows if x["source"] == "checkpoint")
         console.print(f"  broker {r['replica']}: log {log or 'empty'}")
         console.print(f"  {'':>{len(str(r['replica'])) + 7}} cache {cache or 'none'}")
+        if kraft:
+            ids = ", ".join(f"{end}-{epoch}" for end, epoch in snapshot_ids(r))
+            console.print(f"  {'':>{len(str(r['replica'])) + 7}} snapshots {ids or 'none'}")
 
     console.print(Text(f"followers against the leader (protocol {run['protocol']})", style="bold"))
     followers = [r for r in p.replicas if r["role"] == "follower"]

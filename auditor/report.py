@@ -4,8 +4,9 @@ alone (no Spark, no network: inline CSS and SVG, no script).
 Per flagged partition (an unsuppressed finding of WARNING or worse) it draws what the
 seeds' figures draw: one lane per replica (leader first, ISR marked) along the offset axis,
 the epoch runs of each log as coloured segments labelled with their epoch, the epoch cache
-as a thin strip below, HWM and LEO marks, and each follower's divergence and truncation
-offsets; then the EOE rounds and the findings. Long stretches where nothing happens are
+as a thin strip below, HWM and LEO marks (on KRaft's metadata log, which has no HWM: its
+committed bound, and a flag at each node's snapshot ids), and each follower's divergence and
+truncation offsets; then the EOE rounds and the findings. Long stretches where nothing happens are
 drawn short (a broken axis), so the interesting part stays visible.
 
 Every drawn element carries ``data-*`` attributes (replica, offset, kind), so tests read
@@ -30,6 +31,7 @@ from auditor.sinks.runview import (
     details,
     findings_by_check,
     load_run,
+    snapshot_ids,
 )
 
 DEFAULT_MAX_DIAGRAMS = 200
@@ -118,6 +120,7 @@ def partition_svg(p: PartitionView, width: int = 960) -> str:
     x0, x1 = label_w + 10, width - 20
     shared = _partition_marks(p)
     offsets = [o for r in p.replicas for _, o in _marks(r)] + [o for _, o in shared]
+    offsets += [end for r in p.replicas for end, _ in snapshot_ids(r)]
     offsets += [v for row in p.lineage for v in (row["start_offset"], row["end_offset"]) if v is not None]
     if not offsets:
         offsets = [0, 1]
@@ -183,6 +186,12 @@ def partition_svg(p: PartitionView, width: int = 960) -> str:
                 anchor, tx = ("end", x - 3) if x > x1 - 70 else ("start", x + 2)
                 parts.append(f'<text x="{tx:.1f}" y="{y + dy}" font-size="9" fill="{colour}" '
                              f'text-anchor="{anchor}">{text} {off}</text>')
+        for end, epoch in snapshot_ids(r):  # KRaft: the node's own snapshots, a flag at each end offset
+            x = axis.x(end)
+            parts.append(f'<path class="mark snapshot" data-kind="snapshot" data-offset="{end}" data-epoch="{epoch}" '
+                         f'd="M{x:.1f},{y - 4} L{x:.1f},{y + lane_h - 2} M{x:.1f},{y - 4} L{x - 7:.1f},{y} '
+                         f'L{x:.1f},{y + 4}" fill="#6a1b9a" stroke="#6a1b9a" stroke-width="1.5">'
+                         f'<title>snapshot {end}-{epoch}: offsets below {end} (epoch {epoch})</title></path>')
         parts.append("</g>")
     parts.append("</svg>")
     return "".join(parts)

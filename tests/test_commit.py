@@ -215,3 +215,36 @@ def test_a_run_that_cannot_get_the_lock_writes_nothing(tmp_path: Path, monkeypat
             commit.append_failed(str(out), DeltaRsWriter(), identity("late").row("FAILED", {}))
         assert time.monotonic() - started < 5
     assert {t: rows_of(out, t) for t in OUTPUT_TABLES} == before
+
+
+def test_tables_of_an_earlier_or_a_later_version_take_the_other_s_rows(tmp_path: Path) -> None:
+    """SPEC 6: "more may follow". A run adds the columns an OUT written by an earlier version
+    lacks (its rows read them as null, and the rollback point is taken after that), and a
+    version that does not know a column writes null into it (an OUT a later version wrote)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    out = tmp_path / "out"
+    full = OUTPUT_TABLES["replica_status"]
+    earlier = StructType([f for f in full.fields if f.name != "kraft_snapshots"])
+    path = str(out / "replica_status")
+    writer = DeltaRsWriter()
+    old_rows = synthetic("replica_status", "old", 2).drop_columns(["kraft_snapshots"])
+    writer.replace_run(path, old_rows, earlier, "old")
+    assert "kraft_snapshots" not in DeltaTable(path).schema().to_arrow().names
+    run = identity("new")
+    commit.land(str(out), writer, run, [(name, synthetic(name, "new", 3)) for name in DATA_TABLES],
+                lambda: run.row("SUCCEEDED", {}))
+    got = DeltaTable(path).to_pyarrow_table().to_pylist()
+    assert sorted((r["run_id"], r["kraft_snapshots"]) for r in got) == [
+        ("new", "replica_status-new-0"), ("new", "replica_status-new-1"), ("new", "replica_status-new-2"),
+        ("old", None), ("old", None)]
+    # an earlier version writing again: the column it does not know is null in its rows
+    writer.replace_run(path, synthetic("replica_status", "again", 1).drop_columns(["kraft_snapshots"]),
+                       earlier, "again")
+    got = DeltaTable(path).to_pyarrow_table().to_pylist()
+    assert sorted((r["run_id"], r["kraft_snapshots"]) for r in got)[0] == ("again", None)
+    assert len(got) == 6
+    # a column that cannot be null cannot be added to the rows already there
+    strict = StructType([*full.fields[:-1], StructField("later", StringType(), False), full.fields[-1]])
+    with pytest.raises(Exception, match="later"):
+        writer.prepare(path, strict)

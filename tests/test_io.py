@@ -40,12 +40,20 @@ class _Recorder:
 def test_spark_writer_declares_schema_and_replaces_one_run(spark, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     created: list = []  # type: ignore[type-arg]
     fake_tables = types.ModuleType("delta.tables")
+    # the columns each table has: all of them, but replica_status as an earlier version wrote it
+    have = {"/out/findings": schemas.FINDINGS.fieldNames(), "/out/runs": schemas.RUNS.fieldNames(),
+            "/out/replica_status": [n for n in schemas.REPLICA_STATUS.fieldNames() if n != "kraft_snapshots"]}
 
     class DeltaTable:
         @staticmethod
         def createIfNotExists(session):  # type: ignore[no-untyped-def]
             assert session is spark
             return _Recorder(created)
+
+        @staticmethod
+        def forPath(session, path):  # type: ignore[no-untyped-def]
+            assert session is spark
+            return types.SimpleNamespace(toDF=lambda: types.SimpleNamespace(columns=have[path]))
 
     fake_tables.DeltaTable = DeltaTable  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "delta.tables", fake_tables)
@@ -54,6 +62,8 @@ def test_spark_writer_declares_schema_and_replaces_one_run(spark, monkeypatch) -
     class FakeDF:
         write = _Recorder(written)
 
+    statements: list[str] = []
+    monkeypatch.setattr(spark, "sql", statements.append)
     writer = io.SparkDeltaWriter(spark)
     writer.replace_run("/out/findings", FakeDF(), schemas.FINDINGS, "run-7")  # type: ignore[arg-type]
     assert ("location", ("/out/findings",)) in created
@@ -64,6 +74,10 @@ def test_spark_writer_declares_schema_and_replaces_one_run(spark, monkeypatch) -
     written.clear()
     writer.append("/out/runs", FakeDF(), schemas.RUNS)  # type: ignore[arg-type]
     assert written == [("format", ("delta",)), ("mode", ("append",)), ("save", ("/out/runs",))]
+    assert statements == []
+    # a table an earlier version wrote gains the column it lacks before the write
+    writer.replace_run("/out/replica_status", FakeDF(), schemas.REPLICA_STATUS, "run-7")  # type: ignore[arg-type]
+    assert statements == ["ALTER TABLE delta.`/out/replica_status` ADD COLUMNS (`kraft_snapshots` string)"]
 
 
 def test_run_predicate_refuses_quotes() -> None:

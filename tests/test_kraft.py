@@ -311,6 +311,12 @@ def test_snapshot_checks(kraft_run) -> None:  # type: ignore[no-untyped-def]
         ("KRAFT_SNAPSHOT_INVALID", 2, 13, 14, 1),  # offset 13 is in epoch 2 in the log
         ("KRAFT_SNAPSHOT_MISSING", 3, 0, 14, None),  # log from 14, latest snapshot ends at 10
     }
+    # each node's own snapshot ids, valid or not, in replica_status (the report's lanes)
+    ids = {r["replica"]: [(i["end_offset"], i["epoch"]) for i in json.loads(r["kraft_snapshots"])]
+           for r in kraft_run["replica_status"] if r["snapshot"] == "snapshots"}
+    assert ids == {1: [(7, 1), (10, 1)], 2: [(10, 1), (14, 1)], 3: [(10, 1)]}
+    (rs,) = [r for r in kraft_run["replica_status"] if r["snapshot"] == "truncation" and r["replica"] == 3]
+    assert rs["kraft_snapshots"] == "[]"
 
 
 def test_truncation_and_pair_checks(kraft_run) -> None:  # type: ignore[no-untyped-def]
@@ -337,8 +343,9 @@ def test_truncation_and_pair_checks(kraft_run) -> None:  # type: ignore[no-untyp
     assert not [f for f in kraft_run["findings"] if f["check"] == "MISSING_INPUT"]
 
 
-def test_report_marks_the_committed_bound() -> None:
-    """The metadata partition's lanes carry its committed bound C (it has no HWM)."""
+def test_report_marks_the_committed_bound_and_snapshots() -> None:
+    """The metadata partition's lanes carry its committed bound C (it has no HWM), and each
+    node's lane its own snapshot ids."""
     from auditor.report import partition_svg
     from auditor.sinks.runview import PartitionView
 
@@ -346,8 +353,15 @@ def test_report_marks_the_committed_bound() -> None:
                  "high_watermark": None, "log_end_offset": 20, "divergence_offset": None, "truncation_offset": None}
                 for n, role in ((1, "leader"), (2, "follower"))]
     status = {"max_high_watermark": 15, "leader": 1}
+    replicas[1]["kraft_snapshots"] = '[{"end_offset":10,"epoch":1},{"end_offset":15,"epoch":2}]'
     svg = partition_svg(PartitionView(META, 0, status, replicas, [], []))
     assert svg.count('data-kind="committed" data-offset="15"') == 2
+    # the snapshot ids of each node on its own lane
+    assert svg.count('data-kind="snapshot"') == 2
+    lanes = svg.split('<g class="lane"')[1:]
+    assert 'data-kind="snapshot"' not in lanes[0]
+    assert 'data-kind="snapshot" data-offset="10" data-epoch="1"' in lanes[1]
+    assert 'data-kind="snapshot" data-offset="15" data-epoch="2"' in lanes[1]
     assert 'data-kind="hwm"' not in svg
     other = partition_svg(PartitionView("orders", 0, status, replicas, [], []))
     assert 'data-kind="committed"' not in other

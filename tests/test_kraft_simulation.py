@@ -6,6 +6,7 @@ each release's layout (Kafka 2.8 names the folder ``@metadata-0``, later ones
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from pyspark.sql import functions as F
@@ -35,7 +36,8 @@ def simulated(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
     found = tables["findings"].filter(F.col("topic").isin(*META) & F.col("severity").isin("CRITICAL", "ERROR", "WARNING"))
     reps = tables["replica_status"].filter(F.col("topic").isin(*META) & (F.col("role") == "follower"))
     parts = tables["partition_status"].filter(F.col("topic").isin(*META))
-    return root, applied, found.collect(), reps.collect(), parts.collect()
+    ids = tables["replica_status"].select("snapshot", "topic", "partition", "replica", "kraft_snapshots")
+    return root, applied, found.collect(), reps.collect(), parts.collect(), ids.collect()
 
 
 def _label(ts) -> str:  # type: ignore[no-untyped-def]
@@ -44,7 +46,7 @@ def _label(ts) -> str:  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("label", list(RUNS))
 def test_audit_matches_the_simulated_truth(simulated, label: str) -> None:  # type: ignore[no-untyped-def]
-    root, applied, found, reps, parts = simulated
+    root, applied, found, reps, parts, _ = simulated
     truth = json.loads((root / f"snapshot={label}" / "expected_findings.json").read_text())
     # the truth names the metadata log's topic as the release's folder does, like the tables
     want = {(f["topic"], f["check"], f["severity"], f["replica"], f["offset_start"], f["offset_end"])
@@ -68,7 +70,25 @@ def test_audit_matches_the_simulated_truth(simulated, label: str) -> None:  # ty
 
 def test_the_faults_leave_their_evidence(simulated) -> None:  # type: ignore[no-untyped-def]
     """Across the three seeds the KRaft faults show as the checks KRAFT.md section 4 names."""
-    _, _, found, _, _ = simulated
+    _, _, found, _, _, _ = simulated
     checks = {f.check for f in found if RUNS[_label(f.snapshot)][1] != "none"}
     assert checks >= {"CORRUPT_BATCH", "KRAFT_SNAPSHOT_INVALID", "KRAFT_SNAPSHOT_MISSING", "KRAFT_QUORUM_STATE_BEHIND",
                       "SAME_EPOCH_CONFLICT", "SILENT_DIVERGENCE", "LEADER_INCOMPLETE", "DIVERGENT_SUFFIX"}, sorted(checks)
+
+
+def test_replica_status_holds_each_node_s_snapshot_ids(simulated) -> None:  # type: ignore[no-untyped-def]
+    """``replica_status.kraft_snapshots``: on the metadata log, the ids of the snapshot files
+    the simulator left in each node's folder (zero-length ones included, ``bootstrap`` never);
+    null on every other partition."""
+    root, _, _, _, _, ids = simulated
+    named = re.compile(r"^(\d{20})-(\d{10})\.checkpoint(\.txt)?$")
+    for label in RUNS:
+        want = {}
+        for folder in (root / f"snapshot={label}").glob("broker=*/meta/*"):
+            node = int(folder.parts[-3].split("=")[1])
+            want[node] = sorted({(int(m[1]), int(m[2])) for m in map(named.match, (f.name for f in folder.iterdir())) if m})
+        got = {r.replica: [(i["end_offset"], i["epoch"]) for i in json.loads(r.kraft_snapshots)]
+               for r in ids if _label(r.snapshot) == label and r.topic in META}
+        assert got == want and any(got.values()), (label, got, want)
+        others = [r for r in ids if _label(r.snapshot) == label and r.topic not in META]
+        assert others and all(r.kraft_snapshots is None for r in others)

@@ -25,8 +25,12 @@ SNAPSHOT_ID = "struct<end_offset:bigint,epoch:int>"
 
 
 def own_snapshot_bound(snapshots: DataFrame) -> DataFrame:
-    """``KEY, own_hwm``: the highest end offset of each node's own snapshots (valid or not)."""
-    return snapshots.groupBy(*KEY).agg(F.max("end_offset").alias("own_hwm"))
+    """``KEY, own_hwm, own_snapshots``: the highest end offset of each node's own snapshots
+    (valid or not), and their ids, ``array<struct<end_offset, epoch>>`` sorted (a total order:
+    one element per id)."""
+    return snapshots.groupBy(*KEY).agg(
+        F.max("end_offset").alias("own_hwm"),
+        F.array_sort(F.collect_set(F.struct("end_offset", "epoch"))).alias("own_snapshots"))
 
 
 def committed_bound(partitions: DataFrame, snapshots: DataFrame, status: DataFrame) -> DataFrame:

@@ -52,6 +52,18 @@ def run_predicate(run_id: str) -> str:
     return f"run_id = '{run_id}'"
 
 
+def missing_columns(existing: set[str], schema: T.StructType) -> list[T.StructField]:
+    """The columns of ``schema`` a table written by an earlier version lacks (SPEC 6: "more
+    may follow"). Both writers add them, nullable, before they write: the table's earlier rows
+    read them as null, and every earlier reader ignores them. Only primitive types, which is
+    all the output schemas hold."""
+    added = [f for f in schema.fields if f.name not in existing]
+    for f in added:
+        if f.name in PARTITION_COLUMNS or not f.nullable:
+            raise OutputError(f"the table lacks column {f.name}, which cannot be added to existing rows")
+    return added
+
+
 Rows = DataFrame | pa.Table
 
 
@@ -88,25 +100,43 @@ class DeltaRsWriter:
     def __init__(self) -> None:
         self.rows_written: dict[str, int] = {}
 
-    def _arrow(self, rows: Rows, schema: T.StructType) -> pa.Table:
+    def _arrow(self, rows: Rows, schema: T.StructType, later: list[pa.Field]) -> pa.Table:
+        """``rows`` in ``schema``, then a null column for each of ``later``'s (the columns a
+        later version added to the table)."""
         target = arrow_schema(schema)
         table = rows if isinstance(rows, pa.Table) else rows.toArrow()
         columns = [table.column(f.name).cast(f.type) for f in target]
-        return pa.Table.from_arrays(columns, schema=target)
+        columns += [pa.nulls(table.num_rows, f.type) for f in later]
+        return pa.Table.from_arrays(columns, schema=pa.schema(list(target) + later))
 
-    def _ensure(self, path: str, schema: T.StructType) -> None:
+    def _ensure(self, path: str, schema: T.StructType) -> list[pa.Field]:
+        """Create the table, or add the columns it lacks; returns the columns it has that
+        ``schema`` does not (a later version's, nullable: written as null here)."""
         from deltalake import DeltaTable
+        from deltalake.schema import Field, PrimitiveType
 
         if not DeltaTable.is_deltatable(path):
             os.makedirs(path, exist_ok=True)
             DeltaTable.create(path, schema=arrow_schema(schema), partition_by=list(PARTITION_COLUMNS),
                               mode="ignore")
+            return []
+        table = DeltaTable(path)
+        have = pa.schema(table.schema().to_arrow())
+        added = missing_columns(set(have.names), schema)
+        if added:
+            table.alter.add_columns([Field(f.name, PrimitiveType(f.dataType.typeName()), nullable=True)
+                                     for f in added])
+        later = [f for f in have if f.name not in schema.fieldNames()]
+        for f in later:
+            if not f.nullable:
+                raise OutputError(f"{path} has column {f.name}, which this version does not write and which "
+                                  "cannot be null: it was written by a later version of the auditor")
+        return later
 
     def replace_run(self, path: str, rows: Rows, schema: T.StructType, run_id: str) -> None:
         from deltalake import write_deltalake
 
-        data = self._arrow(rows, schema)
-        self._ensure(path, schema)
+        data = self._arrow(rows, schema, self._ensure(path, schema))
         write_deltalake(path, data, mode="overwrite", predicate=run_predicate(run_id),
                         partition_by=list(PARTITION_COLUMNS))
         self.rows_written[path] = data.num_rows
@@ -114,8 +144,7 @@ class DeltaRsWriter:
     def append(self, path: str, rows: Rows, schema: T.StructType) -> None:
         from deltalake import write_deltalake
 
-        data = self._arrow(rows, schema)
-        self._ensure(path, schema)
+        data = self._arrow(rows, schema, self._ensure(path, schema))
         write_deltalake(path, data, mode="append", partition_by=list(PARTITION_COLUMNS))
 
     def prepare(self, path: str, schema: T.StructType) -> int:
@@ -145,6 +174,12 @@ class SparkDeltaWriter:
 
         (DeltaTable.createIfNotExists(self.spark).location(path).addColumns(schema)
          .partitionedBy(*PARTITION_COLUMNS).execute())
+        existing = set(DeltaTable.forPath(self.spark, path).toDF().columns)
+        added = missing_columns(existing, schema)
+        if added:
+            columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in added)
+            quoted = path.replace("`", "``")
+            self.spark.sql(f"ALTER TABLE delta.`{quoted}` ADD COLUMNS ({columns})")
 
     def _frame(self, rows: Rows, schema: T.StructType) -> DataFrame:
         if isinstance(rows, pa.Table):  # the runs row: one row, never log-sized
@@ -219,7 +254,10 @@ def read_rows(spark: SparkSession, path: str, schema: T.StructType, cluster: str
         df = spark.read.format("delta").load(path).filter(F.col("cluster") == cluster)
         if days is not None:
             df = df.filter(F.col("day").isin(*days))
-        return df.select(*[f.name for f in data_fields], "cluster")
+        # a column an earlier version did not write reads as null (the deltalake branch's
+        # Parquet read with the declared schema does the same)
+        return df.select(*[F.col(f.name) if f.name in df.columns else F.lit(None).cast(f.dataType).alias(f.name)
+                           for f in data_fields], "cluster")
     from deltalake import DeltaTable
 
     if not DeltaTable.is_deltatable(path):

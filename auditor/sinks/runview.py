@@ -127,6 +127,16 @@ def details(finding: Row) -> dict[str, Any]:
     return _details(finding)
 
 
+def snapshot_ids(r: Row) -> list[tuple[int, int]]:
+    """A replica's KRaft snapshot ids ``(end offset, epoch)`` from ``replica_status.kraft_snapshots``
+    (empty for any other partition, and for rows written before that column)."""
+    try:
+        ids = json.loads(r.get("kraft_snapshots") or "[]")
+        return [(int(i["end_offset"]), int(i["epoch"])) for i in ids]
+    except (ValueError, TypeError, KeyError):
+        return []
+
+
 def _read(out: str, name: str, cluster: str | None, run_id: str | None = None) -> pa.Table | None:
     """Rows of table ``name``, of one cluster (partition pruning) and one run (row filter:
     a long history is never read whole)."""

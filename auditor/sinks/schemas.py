@@ -47,7 +47,7 @@ REPLICA_STATUS = StructType([
     _f("high_watermark", L), _f("latest_epoch", I), _f("batch_count", L), _f("record_count", L),
     _f("divergence_offset", L), _f("truncation_offset", L), _f("truncation_rounds", I),
     _f("records_to_truncate", L), _f("status", S, False),
-    _f("in_elr", B), _f("day", D, False),
+    _f("in_elr", B), _f("kraft_snapshots", S), _f("day", D, False),
 ])
 
 PARTITION_STATUS = StructType([
