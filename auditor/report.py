@@ -116,7 +116,7 @@ def _partition_marks(p: PartitionView) -> list[tuple[str, int]]:
 
 def partition_svg(p: PartitionView, width: int = 960) -> str:
     """The diagram of one partition (see the module docstring)."""
-    label_w, lane_h, gap, top = 150, 34, 16, 34
+    label_w, lane_h, gap, top = 150, 34, 28, 34  # gap: a truncation label clears the next divergence label
     x0, x1 = label_w + 10, width - 20
     shared = _partition_marks(p)
     offsets = [o for r in p.replicas for _, o in _marks(r)] + [o for _, o in shared]
@@ -181,9 +181,14 @@ def partition_svg(p: PartitionView, width: int = 960) -> str:
             parts.append(f'<line class="mark {kind}" data-kind="{kind}" data-offset="{off}" x1="{x:.1f}" '
                          f'y1="{y - 4}" x2="{x:.1f}" y2="{y + lane_h - 2}" stroke="{colour}" stroke-width="2"'
                          f'{dash_attr}><title>{text} {off}</title></line>')
-            if kind in ("divergence", "truncation", "hwm", "committed"):
+            # (the committed bound is the partition's: its line crosses every lane, its label
+            # sits on the first only, clear of the followers' divergence labels)
+            if kind in ("divergence", "truncation", "hwm") or (kind == "committed" and i == 0):
                 dy = {"divergence": -6, "truncation": lane_h + 6, "hwm": -6, "committed": -6}[kind]
-                anchor, tx = ("end", x - 3) if x > x1 - 70 else ("start", x + 2)
+                # labels above the lane: a divergence's left of its line, an HWM's right of
+                # it, so the two do not cover each other at one offset
+                left = x > x1 - 70 or (kind == "divergence" and x > x0 + 70)
+                anchor, tx = ("end", x - 3) if left else ("start", x + 2)
                 parts.append(f'<text x="{tx:.1f}" y="{y + dy}" font-size="9" fill="{colour}" '
                              f'text-anchor="{anchor}">{text} {off}</text>')
         for end, epoch in snapshot_ids(r):  # KRaft: the node's own snapshots, a flag at each end offset
