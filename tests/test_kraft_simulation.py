@@ -15,6 +15,7 @@ from auditor import load_snapshot
 from auditor.simulator import simulate
 from auditor.simulator.kraft import KRAFT_FAULTS
 from tests.conftest import production_audit
+from tests.invariants import KEYS, repeated_keys
 
 pytestmark = pytest.mark.spark
 META = ("__cluster_metadata", "@metadata")
@@ -37,6 +38,8 @@ def simulated(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
     reps = tables["replica_status"].filter(F.col("topic").isin(*META) & (F.col("role") == "follower"))
     parts = tables["partition_status"].filter(F.col("topic").isin(*META))
     ids = tables["replica_status"].select("snapshot", "topic", "partition", "replica", "kraft_snapshots")
+    repeats = repeated_keys({name: tables[name] for name in KEYS})
+    assert set(repeats) == set(KEYS) and not any(repeats.values()), repeats  # SPEC 6's keys, every table
     return root, applied, found.collect(), reps.collect(), parts.collect(), ids.collect()
 
 
