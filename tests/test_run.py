@@ -15,7 +15,7 @@ from auditor.run import format_summary, run_audit
 from auditor.sinks.delta import arrow_schema
 from auditor.sinks.schemas import OUTPUT_TABLES
 from tests.handmade_snapshot import write_demo_snapshot
-from tests.invariants import KEYS, repeated_rows
+from tests.invariants import KEYS, disagreements, repeated_rows
 
 pytestmark = pytest.mark.spark
 
@@ -48,11 +48,13 @@ def test_all_tables_written_with_declared_schema(demo_run) -> None:  # type: ign
                 assert table.column(field.name).null_count == 0, (name, field.name)
 
 
-def test_no_table_holds_a_row_twice(demo_run) -> None:  # type: ignore[no-untyped-def]
+def test_no_table_holds_a_row_twice_or_contradicts_another(demo_run) -> None:  # type: ignore[no-untyped-def]
     """SPEC 6's keys hold in the tables as the deltalake writer wrote them."""
     _, out, _ = demo_run
-    repeats = repeated_rows({name: rows(out, name) for name in KEYS})
+    tables = {name: rows(out, name) for name in KEYS}
+    repeats = repeated_rows(tables)
     assert set(repeats) == set(KEYS) and not any(repeats.values()), repeats
+    assert disagreements(tables) == []  # and the tables agree with each other
 
 
 def test_runs_row_and_counts(demo_run) -> None:  # type: ignore[no-untyped-def]
