@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from auditor import load_snapshot
-from auditor.simulator import simulate
+from auditor.simulator import continue_simulation, simulate
 from auditor.simulator.kraft import KRAFT_FAULTS
 from tests.conftest import production_audit
 from tests.invariants import KEYS, disagreements, repeated_keys
@@ -21,17 +21,31 @@ pytestmark = pytest.mark.spark
 META = ("__cluster_metadata", "@metadata")
 #: snapshot label -> (seed, faults, the release whose dump text the snapshot is printed in)
 RUNS = {"2026-02-01T00:00:00": (1, "all-kraft", "3.3"), "2026-02-02T00:00:00": (2, "all-kraft", "2.8"),
-        "2026-02-03T00:00:00": (3, "all-kraft", "3.2"), "2026-02-04T00:00:00": (4, "none", "3.3")}
+        "2026-02-03T00:00:00": (3, "all-kraft", "3.2"), "2026-02-04T00:00:00": (4, "none", "3.3"),
+        # the third snapshot of one cluster (simulate --continue-from twice): the quorum's
+        # history goes on, and the faults come with the last step
+        "2026-02-05T00:00:00": (5, "all-kraft", "3.3")}
+#: labels of continued clusters -> the (more batches per partition, faults) of each later snapshot
+CONTINUED = {"2026-02-05T00:00:00": [(30, "none"), (40, "all-kraft")]}
 
 
 @pytest.fixture(scope="module")
 def simulated(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
     root = tmp_path_factory.mktemp("kraft-sim")
     applied = {}
+    def spec(faults: str) -> str:
+        return ",".join(KRAFT_FAULTS) if faults == "all-kraft" else "none"
+
     for label, (seed, faults, release) in RUNS.items():
-        spec = ",".join(KRAFT_FAULTS) if faults == "all-kraft" else "none"
-        summary = simulate(root / f"snapshot={label}", topics=1, partitions=1, batches=40, faults=spec, seed=seed,
-                           kraft_controllers=3, shapes=False, dump_style=release)
+        steps = CONTINUED.get(label, [])
+        first = root / f"snapshot={label}" if not steps else root.parent / f"{root.name}-{label}-0"
+        summary = simulate(first, topics=1, partitions=1, batches=40, faults=spec("none" if steps else faults),
+                           seed=seed, kraft_controllers=3, shapes=False, dump_style=release)
+        for k, (more, later) in enumerate(steps):
+            last = k == len(steps) - 1
+            nxt = root / f"snapshot={label}" if last else root.parent / f"{root.name}-{label}-{k + 1}"
+            summary = continue_simulation(first, nxt, more, spec(later))
+            first = nxt
         applied[label] = summary.faults
     tables = production_audit(load_snapshot(spark, str(root)))
     found = tables["findings"].filter(F.col("topic").isin(*META) & F.col("severity").isin("CRITICAL", "ERROR", "WARNING"))

@@ -203,6 +203,32 @@ def test_a_continued_cluster_keeps_what_did_not_change(tmp_path: Path) -> None:
     assert len(json.loads((tmp_path / "s2" / "simulation.json").read_text())["continuations"]) == 2
 
 
+def test_a_continued_kraft_quorum_goes_on(tmp_path: Path) -> None:
+    """The metadata log of a continued cluster continues its history: it grows, what did
+    not change keeps its bytes and modification time, and a KRaft fault asked of a later
+    snapshot is applied (it was dropped without a word before)."""
+    from auditor.simulator import continue_simulation
+
+    simulate(tmp_path / "s0", seed=6, topics=1, partitions=1, batches=40, faults="none", kraft_controllers=3)
+    later = continue_simulation(tmp_path / "s0", tmp_path / "s1", 60, "kraft-zero-length-snapshot")
+    assert later.faults == {"kraft-zero-length-snapshot": 1} and not later.faults_skipped
+    s0, s1 = _files(tmp_path / "s0"), _files(tmp_path / "s1")
+    meta = [k for k in s1 if "__cluster_metadata-0" in k]
+    assert meta
+    # the leader's log ends further on (the last segment's name is its base offset)
+    def last_segment(files: dict[str, tuple[bytes, int]]) -> int:
+        return max(int(Path(k).name.split(".")[0]) for k in files if "__cluster_metadata-0" in k
+                   and k.endswith(".log.txt"))
+    assert last_segment(s1) > last_segment(s0)
+    kept = [k for k in meta if k in s0 and s0[k] == s1[k]]
+    new = [k for k in meta if k not in s0 and k.endswith(".log.txt")]
+    assert kept and new, (kept, new)
+    # the earlier snapshot's history is replayed exactly: the same continuation, the same bytes
+    again = continue_simulation(tmp_path / "s0", tmp_path / "s1-again", 60, "kraft-zero-length-snapshot")
+    assert again.faults == later.faults
+    assert {k: v[0] for k, v in s1.items()} == {k: v[0] for k, v in _files(tmp_path / "s1-again").items()}
+
+
 def test_cli_continue_from(tmp_path: Path) -> None:
     runner = CliRunner()
     assert runner.invoke(main, ["simulate", str(tmp_path / "a"), "--faults", "none", "--batches", "20"]).exit_code == 0

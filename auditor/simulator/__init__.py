@@ -550,6 +550,8 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
              "compacted": offsets}
     plan = plan_faults(counts, total, seed, hosts=hosts)
     later_counts = [parse_faults(str(c["faults"])) for c in continuations or []]
+    # the quorum's faults of each later snapshot (the partitions' are planned below)
+    later_kraft = [f for more in later_counts for f in KRAFT_FAULTS if more.pop(f, 0) > 0]
     later = [(int(c["batches"]), plan_faults(more, total, seed, f"/continue/{k}", hosts=hosts))  # type: ignore[call-overload]
              for k, (c, more) in enumerate(zip(continuations or [], later_counts))]
     for wanted_counts in (counts, *later_counts):
@@ -608,17 +610,20 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
             summary.partitions += 1
             index += 1
     if kraft_controllers and kraft_style is not None:
-        quorum, claims, followers, files = simulate_quorum(base, kraft_controllers, brokers, batches // 2,
-                                                           kraft_faults, seed, kraft_style)
+        # a later snapshot continues the quorum's history as the partitions' (about half as
+        # many metadata batches as each partition gets)
+        quorum, claims, followers, files = simulate_quorum(
+            base, kraft_controllers, brokers, batches // 2, [*kraft_faults, *later_kraft], seed, kraft_style,
+            more_steps=[int(c["batches"]) // 2 for c in continuations or []])
         writer.kraft(claims, followers, files)
         for fault in quorum.applied:
             summary.faults[fault] += 1
             applied.append({"fault": fault, "topic": kraft_style.topic, "partition": 0})
-        summary.faults_skipped.update(Counter(kraft_faults) - Counter(quorum.applied))
+        summary.faults_skipped.update(Counter([*kraft_faults, *later_kraft]) - Counter(quorum.applied))
         summary.partitions += 1
         summary.replicas += len(quorum.nodes)
     else:
-        summary.faults_skipped.update(Counter(kraft_faults))
+        summary.faults_skipped.update(Counter([*kraft_faults, *later_kraft]))
     writer.close(seed, applied)
     settings = {"brokers": brokers, "topics": topics, "partitions": partitions, "batches": batches,
                 "faults": faults, "seed": seed, "replication_factor": replication_factor, "min_isr": min_isr,

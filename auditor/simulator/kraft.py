@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -231,12 +232,13 @@ class Quorum:
 
     # --- the history -------------------------------------------------------------------------
 
-    def run(self, steps: int) -> None:
+    def run(self, steps: int, start: int = 0) -> None:
         """A healthy history: appends, fetches (observers sometimes behind), a leader change
         now and then, snapshots and retention. Ends with every node caught up but one
-        observer a little behind."""
-        self.elect(self.voters[0])
-        for step in range(steps):
+        observer a little behind. ``start``: the steps already run (a continued history)."""
+        if start == 0:
+            self.elect(self.voters[0])
+        for step in range(start, start + steps):
             self.append(self.rng.randint(1, 3))
             for node in sorted(self.nodes):
                 if node != self.leader:
@@ -523,12 +525,22 @@ def kraft_style_for(dump_style: str) -> KRaftStyle | None:
 
 
 def simulate_quorum(root: Path, controllers: int, brokers: int, steps: int, faults: list[str], seed: int,
-                    style: KRaftStyle) -> tuple[Quorum, list[dict[str, object]], list[dict[str, object]], int]:
+                    style: KRaftStyle, more_steps: Sequence[int] = ()) -> tuple[
+                        Quorum, list[dict[str, object]], list[dict[str, object]], int]:
     """Simulate and write the metadata log of ``controllers`` voters (ids after the brokers')
-    and ``brokers`` observers; returns the quorum, its claims and follower truths, files."""
+    and ``brokers`` observers; returns the quorum, its claims and follower truths, files.
+
+    ``more_steps``: the later snapshots of a continued simulation, each this many more steps
+    of the same history (the same seed replays the earlier ones exactly: a segment that did
+    not change keeps its bytes). The faults come after the last step: a fault is a state the
+    snapshot shows, and each snapshot is simulated from the start."""
     rng = random.Random(f"{seed}/kraft")
     q = Quorum(list(range(brokers + 1, brokers + controllers + 1)), list(range(1, brokers + 1)), rng)
-    q.run(max(12, steps))
+    done = max(12, steps)
+    q.run(done)
+    for more in more_steps:
+        q.run(max(1, more), start=done)
+        done += max(1, more)
     for fault in KRAFT_FAULTS:
         if fault in faults:
             q.inject(fault)
