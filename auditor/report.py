@@ -6,8 +6,8 @@ seeds' figures draw: one lane per replica (leader first, ISR marked) along the o
 the epoch runs of each log as coloured segments labelled with their epoch, the epoch cache
 as a thin strip below, HWM and LEO marks (on KRaft's metadata log, which has no HWM: its
 committed bound, and a flag at each node's snapshot ids), and each follower's divergence and
-truncation offsets; then the EOE rounds and the findings. Long stretches where nothing happens are
-drawn short (a broken axis), so the interesting part stays visible.
+truncation offsets; then the EOE rounds and the findings. Long stretches where nothing
+happens are drawn short (a broken axis), so the interesting part stays visible.
 
 Every drawn element carries ``data-*`` attributes (replica, offset, kind), so tests read
 the diagram from the DOM.
