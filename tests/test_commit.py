@@ -223,6 +223,8 @@ def test_tables_of_an_earlier_or_a_later_version_take_the_other_s_rows(tmp_path:
     version that does not know a column writes null into it (an OUT a later version wrote)."""
     from pyspark.sql.types import StringType, StructField, StructType
 
+    from auditor.errors import OutputError
+
     out = tmp_path / "out"
     full = OUTPUT_TABLES["replica_status"]
     earlier = StructType([f for f in full.fields if f.name != "kraft_snapshots"])
@@ -246,5 +248,5 @@ def test_tables_of_an_earlier_or_a_later_version_take_the_other_s_rows(tmp_path:
     assert len(got) == 6
     # a column that cannot be null cannot be added to the rows already there
     strict = StructType([*full.fields[:-1], StructField("later", StringType(), False), full.fields[-1]])
-    with pytest.raises(Exception, match="later"):
+    with pytest.raises(OutputError, match="lacks column later"):
         writer.prepare(path, strict)

@@ -29,22 +29,23 @@ RUNS = {"2026-02-01T00:00:00": (1, "all-kraft", "3.3"), "2026-02-02T00:00:00": (
 CONTINUED = {"2026-02-05T00:00:00": [(30, "none"), (40, "all-kraft")]}
 
 
+def _spec(faults: str) -> str:
+    return ",".join(KRAFT_FAULTS) if faults == "all-kraft" else "none"
+
+
 @pytest.fixture(scope="module")
 def simulated(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
     root = tmp_path_factory.mktemp("kraft-sim")
     applied = {}
-    def spec(faults: str) -> str:
-        return ",".join(KRAFT_FAULTS) if faults == "all-kraft" else "none"
-
     for label, (seed, faults, release) in RUNS.items():
         steps = CONTINUED.get(label, [])
         first = root / f"snapshot={label}" if not steps else root.parent / f"{root.name}-{label}-0"
-        summary = simulate(first, topics=1, partitions=1, batches=40, faults=spec("none" if steps else faults),
+        summary = simulate(first, topics=1, partitions=1, batches=40, faults=_spec("none" if steps else faults),
                            seed=seed, kraft_controllers=3, shapes=False, dump_style=release)
         for k, (more, later) in enumerate(steps):
             last = k == len(steps) - 1
             nxt = root / f"snapshot={label}" if last else root.parent / f"{root.name}-{label}-{k + 1}"
-            summary = continue_simulation(first, nxt, more, spec(later))
+            summary = continue_simulation(first, nxt, more, _spec(later))
             first = nxt
         applied[label] = summary.faults
     tables = production_audit(load_snapshot(spark, str(root)))
@@ -87,7 +88,8 @@ def test_audit_matches_the_simulated_truth(simulated, label: str) -> None:  # ty
 
 
 def test_the_faults_leave_their_evidence(simulated) -> None:  # type: ignore[no-untyped-def]
-    """Across the three seeds the KRaft faults show as the checks KRAFT.md section 4 names."""
+    """Across the seeds with faults, the KRaft faults show as the checks KRAFT.md section 4
+    names."""
     _, _, found, _, _, _ = simulated
     checks = {f.check for f in found if RUNS[_label(f.snapshot)][1] != "none"}
     assert checks >= {"CORRUPT_BATCH", "KRAFT_SNAPSHOT_INVALID", "KRAFT_SNAPSHOT_MISSING", "KRAFT_QUORUM_STATE_BEHIND",
