@@ -56,7 +56,11 @@ def disagreements(tables: Mapping[str, list[Mapping[str, Any]]]) -> list[tuple[A
       LEO and latest epoch; ``max_high_watermark`` the highest HWM (not on KRaft's log: C).
     - ``replica_status``: ``batch_count`` the sum of its ``source = log`` lineage rows', its
       LEO their highest end, ``latest_epoch`` its cache's last entry; a leader has no
-      follower columns; nothing removed, no records to truncate; log start <= LEO.
+      follower columns; nothing removed, no records to truncate; log start <= LEO;
+      ``status`` is ``leader`` exactly for the leader, ``unknown`` without a role, and a
+      diverged status names its divergence offset.
+    - ``epoch_lineage``, ``source = checkpoint``: each entry ends where the next starts,
+      the last at the replica's LEO.
     - ``findings``: a replica's finding names a replica of ``replica_status``; offset_start
       <= offset_end.
     """
@@ -109,6 +113,14 @@ def disagreements(tables: Mapping[str, list[Mapping[str, Any]]]) -> list[tuple[A
             r["truncation_offset"] is None and r["records_to_truncate"] not in (0, None))
         start, leo = r["log_start_offset"], r["log_end_offset"]
         out += [("log_start_after_leo", k, start, leo)] * (start is not None and leo is not None and start > leo)
+        status = r["status"]
+        out += [("status", k, status, r["role"])] * (
+            (status == "leader") != (r["role"] == "leader") or (r["role"] is None and status != "unknown")
+            or (status in ("silent_divergence", "divergent_suffix") and r["divergence_offset"] is None))
+        entries = sorted(cache, key=lambda row: (row["start_offset"], row["epoch"]))
+        ends = [row["end_offset"] for row in entries]
+        want_ends = [row["start_offset"] for row in entries[1:]] + [leo]
+        out += [("cache_entry_ends", k, ends, want_ends)] * (bool(entries) and ends != want_ends)
     for f in tables["findings"]:
         if f["replica"] is not None and rep(f) not in replicas:
             out.append(("finding_replica", rep(f), f["check"], None))
