@@ -347,7 +347,7 @@ def run_from_options(
         from auditor.spark import build_session
 
         spark = build_session(cfg.master, conf=cfg.spark_conf, quiet=not verbose,
-                              small_input=is_small_input(snapshot))
+                              small_input=is_small_input(snapshot), work_parent=cfg.work_dir)
         if not verbose:
             spark.sparkContext.setLogLevel("ERROR")
         from auditor.progress import spark_poller

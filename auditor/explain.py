@@ -51,7 +51,8 @@ def explain_snapshot(snapshot: str, topic: str, partition: int, config: Config,
     from auditor.spark import build_session
 
     progress(f"auditing {snapshot} first (the tables go to a temporary folder)")
-    spark = build_session(config.master, conf=config.spark_conf, small_input=is_small_input(snapshot))
+    spark = build_session(config.master, conf=config.spark_conf, small_input=is_small_input(snapshot),
+                          work_parent=config.work_dir)
     spark.sparkContext.setLogLevel("ERROR")
     with tempfile.TemporaryDirectory(prefix="auditor-explain-") as out:
         result = run_audit(spark, snapshot, out, replace(config, fail_on="never"), progress=progress)

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import contextvars
 import functools
 import logging
 import os
 import re
-import shutil
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -111,6 +108,7 @@ def build_session(
     quiet: bool = False,
     small_input: bool = False,
     extra_java_options: Sequence[str] = (),
+    work_parent: str | None = None,
 ) -> SparkSession:
     """Return the active SparkSession, or build one with the auditor's settings.
 
@@ -127,6 +125,8 @@ def build_session(
             compiles a method after twice as many calls as HotSpot's default
             (:data:`SMALL_INPUT_JIT`).
         extra_java_options: more options for a driver JVM started here (not under spark-submit).
+        work_parent: where a local-mode JVM started here keeps its temporary files (None: the
+            system's temporary folder; the run's ``[run] work_dir``): see :func:`_own_temp_dir`.
 
     Returns:
         The session. When one is already active (spark-submit, a notebook) it is reused.
@@ -180,6 +180,8 @@ def build_session(
         building = any(o.startswith("-XX:ArchiveClassesAtExit") for o in extra_java_options)
         java_options += ([] if building else classarchive.use_options()) + list(extra_java_options)
         java_options += collector_options(extra_java_options, os.environ)
+        if local:
+            java_options += _own_temp_dir(settings, conf or {}, java_options, work_parent)
     if java_options:
         # (Local mode: the executors live in the driver's JVM. A cluster keeps its own
         # executor options.)
@@ -204,6 +206,32 @@ def build_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _own_temp_dir(settings: dict[str, str], conf: Mapping[str, str], java_options: Sequence[str],
+                  parent: str | None) -> list[str]:
+    """Give a local-mode JVM started here a work dir of its own for its temporary files
+    (``spark.local.dir``: shuffle and spill files, Spark's ``blockmgr-*`` and ``spark-*``
+    folders; ``java.io.tmpdir``: native libraries, artifacts), and return the Java option
+    that points there.
+
+    Spark removes those files when its JVM shuts down, not when it is killed: every
+    ``SIGKILL``ed audit (a scheduler's timeout, the OOM killer) left them in /tmp for good,
+    shuffle files included. In a work dir (:mod:`auditor.workdir`) they go when this process
+    exits, and a killed process's are removed by the next audit under the same parent, like
+    its cut points. Left alone when the user chose a place (``spark.local.dir``,
+    ``SPARK_LOCAL_DIRS``, ``-Djava.io.tmpdir``): that folder is theirs to manage.
+    """
+    chosen = [*conf.get("spark.driver.extraJavaOptions", "").split(), *java_options,
+              *(o for v in JAVA_OPTION_VARIABLES for o in os.environ.get(v, "").split())]
+    if ("spark.local.dir" in conf or os.environ.get("SPARK_LOCAL_DIRS")
+            or any(o.startswith("-Djava.io.tmpdir=") for o in chosen)):
+        return []
+    from auditor.workdir import new_work_dir
+
+    path = new_work_dir(os.path.abspath(parent) if parent is not None else None)
+    settings["spark.local.dir"] = path
+    return [f"-Djava.io.tmpdir={path}"]
 
 
 def _submitted(key: str) -> str | None:
@@ -334,11 +362,11 @@ def _spill_dir() -> str:
 
 @functools.cache
 def _spill_dir_under(root: str | None) -> str:
-    if root is not None:
-        os.makedirs(root, exist_ok=True)
-    path = tempfile.mkdtemp(prefix="auditor-rows-", dir=root)
-    atexit.register(shutil.rmtree, path, ignore_errors=True)
-    return path
+    # a work dir (auditor.workdir): removed at exit, or by the next audit's sweep when this
+    # process is killed
+    from auditor.workdir import new_work_dir
+
+    return new_work_dir(root)
 
 
 def is_local_master(spark: SparkSession) -> bool:

@@ -78,8 +78,11 @@ def test_an_audit_killed_while_parsing_leaves_nothing_and_its_rerun_lands_once(s
     os.killpg(proc.pid, signal.SIGKILL)  # the CLI and its JVM
     proc.wait(30)
     assert {t: rows_of(out, t) for t in before} == before
-    left = [p.name for p in work.iterdir()]
-    assert len(left) == 1 and left[0].startswith("auditor-work-"), left
+    left = sorted(work.iterdir())
+    assert len(left) == 2 and all(p.name.startswith("auditor-work-") for p in left), left
+    # one holds the run's cut points, the other its JVM's temporary files (Spark's local
+    # dir: blockmgr-*, shuffle and spill files), which a killed JVM never removes
+    assert [p for p in left if any(q.name.startswith("blockmgr-") for q in p.iterdir())], left
     # the rerun (same run id) in this process, on the suite's session: what it meets in OUT
     # is what the killed process left, whichever JVM reads it (a new process per audit is
     # the other test's; this one costs the suite a cold JVM less)
@@ -87,7 +90,7 @@ def test_an_audit_killed_while_parsing_leaves_nothing_and_its_rerun_lands_once(s
                                       "2026-11-23T05:00:00Z", "--cluster", "c", "--fail-on", "never",
                                       "--work-dir", str(work)])
     assert rerun.exit_code == 0, rerun.output[-2000:]
-    assert list(work.iterdir()) == []  # the killed run's work dir swept, the rerun's removed
+    assert list(work.iterdir()) == []  # the killed run's and its JVM's dirs swept, the rerun's removed
     statuses = [r["status"] for r in _table(out, "runs") if r["run_id"] == "k1"]
     assert statuses == ["SUCCEEDED"]
     counts = json.loads(next(r["counts"] for r in _table(out, "runs") if r["run_id"] == "k1"))

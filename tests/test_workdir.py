@@ -85,3 +85,36 @@ def test_kept_unowned_and_foreign_dirs_are_left_alone(tmp_path: Path, monkeypatc
     monkeypatch.delenv(workdir.KEEP_ENV)
     workdir.remove_work_dir(mine)
     assert (Path(mine) / workdir.KEEP_FILE).exists()
+
+
+def test_a_local_jvm_keeps_its_temporary_files_in_a_work_dir_unless_told_where(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``auditor.spark._own_temp_dir``: Spark's local dir and the JVM's temporary folder go
+    in a work dir of this process (swept once the process is killed), unless the user chose
+    a place for them."""
+    from auditor.spark import _own_temp_dir
+
+    for variable in ("SPARK_LOCAL_DIRS", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS"):
+        monkeypatch.delenv(variable, raising=False)
+    settings: dict[str, str] = {}
+    option = _own_temp_dir(settings, {}, ["-XX:+UseParallelGC"], str(tmp_path))
+    made = settings["spark.local.dir"]
+    assert option == [f"-Djava.io.tmpdir={made}"]
+    assert Path(made).parent == tmp_path and Path(made).name.startswith(workdir.PREFIX)
+    assert (Path(made) / workdir.OWNER_FILE).is_file()  # locked by this process: a sweep leaves it
+    assert workdir.sweep(str(tmp_path)) == [] and Path(made).is_dir()
+    workdir.remove_work_dir(made)
+    # the user's choice wins, wherever it was made; nothing is created then
+    chosen = [({"spark.local.dir": "/big"}, [], {}),
+              ({"spark.driver.extraJavaOptions": "-Djava.io.tmpdir=/big"}, [], {}),
+              ({}, ["-Djava.io.tmpdir=/big"], {}),
+              ({}, [], {"SPARK_LOCAL_DIRS": "/big"}),
+              ({}, [], {"JAVA_TOOL_OPTIONS": "-Xss4m -Djava.io.tmpdir=/big"})]
+    for conf, options, env in chosen:
+        with monkeypatch.context() as m:
+            for key, value in env.items():
+                m.setenv(key, value)
+            settings = {}
+            assert _own_temp_dir(settings, conf, options, str(tmp_path)) == [], (conf, options, env)
+            assert settings == {}
+    assert list(tmp_path.iterdir()) == []
