@@ -125,8 +125,9 @@ def build_session(
             compiles a method after twice as many calls as HotSpot's default
             (:data:`SMALL_INPUT_JIT`).
         extra_java_options: more options for a driver JVM started here (not under spark-submit).
-        work_parent: where a local-mode JVM started here keeps its temporary files (None: the
-            system's temporary folder; the run's ``[run] work_dir``): see :func:`_own_temp_dir`.
+        work_parent: the folder under which a local-mode JVM started here keeps its
+            temporary files (None: the system's temporary folder; the CLI passes ``[run]
+            work_dir``): see :func:`_own_temp_dir`.
 
     Returns:
         The session. When one is already active (spark-submit, a notebook) it is reused.
