@@ -220,12 +220,15 @@ def _own_temp_dir(settings: dict[str, str], conf: Mapping[str, str], java_option
     ``SIGKILL``ed audit (a scheduler's timeout, the OOM killer) left them in /tmp for good,
     shuffle files included. In a work dir (:mod:`auditor.workdir`) they go when this process
     exits, and a killed process's are removed by the next audit under the same parent, like
-    its cut points. Left alone when the user chose a place (``spark.local.dir``,
-    ``SPARK_LOCAL_DIRS``, ``-Djava.io.tmpdir``): that folder is theirs to manage.
+    its cut points. Left alone when the user chose a place (``spark.local.dir`` or
+    ``-Djava.io.tmpdir`` in ``[spark.conf]`` or the machine's ``spark-defaults.conf``,
+    ``SPARK_LOCAL_DIRS``, ``-Djava.io.tmpdir`` in a JVM option variable): that folder is
+    theirs to manage.
     """
-    chosen = [*conf.get("spark.driver.extraJavaOptions", "").split(), *java_options,
+    theirs = {**spark_defaults(), **conf}
+    chosen = [*theirs.get("spark.driver.extraJavaOptions", "").split(), *java_options,
               *(o for v in JAVA_OPTION_VARIABLES for o in os.environ.get(v, "").split())]
-    if ("spark.local.dir" in conf or os.environ.get("SPARK_LOCAL_DIRS")
+    if ("spark.local.dir" in theirs or os.environ.get("SPARK_LOCAL_DIRS")
             or any(o.startswith("-Djava.io.tmpdir=") for o in chosen)):
         return []
     from auditor.workdir import new_work_dir
@@ -233,6 +236,33 @@ def _own_temp_dir(settings: dict[str, str], conf: Mapping[str, str], java_option
     path = new_work_dir(os.path.abspath(parent) if parent is not None else None)
     settings["spark.local.dir"] = path
     return [f"-Djava.io.tmpdir={path}"]
+
+
+def spark_defaults() -> dict[str, str]:
+    """The settings of the ``spark-defaults.conf`` a JVM started here reads (in
+    ``SPARK_CONF_DIR``, else ``SPARK_HOME/conf``, else PySpark's own ``conf`` folder); {}
+    when there is none. (A machine's defaults file is where a larger disk for
+    ``spark.local.dir`` is usually named.)"""
+    folder = os.environ.get("SPARK_CONF_DIR")
+    if not folder:
+        home = os.environ.get("SPARK_HOME")
+        if not home:
+            import pyspark
+
+            home = os.path.dirname(pyspark.__file__)
+        folder = os.path.join(home, "conf")
+    try:
+        with open(os.path.join(folder, "spark-defaults.conf"), encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return {}
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        # a Java properties line: key, then "=", ":" or white space, then the value
+        m = re.match(r"\s*([^\s=:#!][^\s=:]*)\s*[=:\s]?\s*(.*?)\s*$", line)
+        if m is not None:
+            found[m.group(1)] = m.group(2)
+    return found
 
 
 def _submitted(key: str) -> str | None:

@@ -96,6 +96,9 @@ def test_a_local_jvm_keeps_its_temporary_files_in_a_work_dir_unless_told_where(
 
     for variable in ("SPARK_LOCAL_DIRS", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS"):
         monkeypatch.delenv(variable, raising=False)
+    conf_dir = tmp_path.parent / f"{tmp_path.name}-conf"  # an empty Spark conf folder: no defaults file
+    conf_dir.mkdir()
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
     settings: dict[str, str] = {}
     option = _own_temp_dir(settings, {}, ["-XX:+UseParallelGC"], str(tmp_path))
     made = settings["spark.local.dir"]
@@ -117,4 +120,10 @@ def test_a_local_jvm_keeps_its_temporary_files_in_a_work_dir_unless_told_where(
             settings = {}
             assert _own_temp_dir(settings, conf, options, str(tmp_path)) == [], (conf, options, env)
             assert settings == {}
+    # ... the machine's spark-defaults.conf included (a properties file: "=", ":" or blanks)
+    for line in ("spark.local.dir   /data/spark-tmp", "spark.driver.extraJavaOptions=-Xss4m -Djava.io.tmpdir=/big"):
+        (conf_dir / "spark-defaults.conf").write_text(f"# the machine's defaults\n{line}\n")
+        settings = {}
+        assert _own_temp_dir(settings, {}, [], str(tmp_path)) == [], line
+        assert settings == {}
     assert list(tmp_path.iterdir()) == []
