@@ -252,7 +252,7 @@ def spark_defaults() -> dict[str, str]:
             home = os.path.dirname(pyspark.__file__)
         folder = os.path.join(home, "conf")
     try:
-        with open(os.path.join(folder, "spark-defaults.conf"), encoding="utf-8") as f:
+        with open(os.path.join(folder, "spark-defaults.conf"), encoding="utf-8", errors="replace") as f:
             text = f.read()
     except OSError:
         return {}
