@@ -82,6 +82,12 @@ SMALL_INPUT_JIT = ("-XX:CompileThresholdScaling=2",)
 JAVA_OPTION_VARIABLES = ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS")
 
 
+def with_variable_options(options: Sequence[str], environ: Mapping[str, str]) -> list[str]:
+    """``options`` and the Java options of :data:`JAVA_OPTION_VARIABLES`: all a JVM started
+    here would be given."""
+    return [*options, *(o for v in JAVA_OPTION_VARIABLES for o in environ.get(v, "").split())]
+
+
 def collector_options(extra_java_options: Sequence[str], environ: Mapping[str, str]) -> list[str]:
     """The garbage collector for a driver JVM started here: HotSpot's throughput collector,
     unless the caller's options or the JVM's option variables already choose one (a JVM
@@ -95,7 +101,7 @@ def collector_options(extra_java_options: Sequence[str], environ: Mapping[str, s
     against 57.9-63.2 s), 100,000 partitions in a 2 GB heap 343 and 347 s where G1 ran out
     of heap twice.
     """
-    chosen = [*extra_java_options, *(o for v in JAVA_OPTION_VARIABLES for o in environ.get(v, "").split())]
+    chosen = with_variable_options(extra_java_options, environ)
     if any(re.fullmatch(r"-XX:\+Use\w+GC", o) for o in chosen):
         return []
     return ["-XX:+UseParallelGC"]
@@ -226,8 +232,8 @@ def _own_temp_dir(settings: dict[str, str], conf: Mapping[str, str], java_option
     theirs to manage.
     """
     theirs = {**spark_defaults(), **conf}
-    chosen = [*theirs.get("spark.driver.extraJavaOptions", "").split(), *java_options,
-              *(o for v in JAVA_OPTION_VARIABLES for o in os.environ.get(v, "").split())]
+    chosen = with_variable_options([*theirs.get("spark.driver.extraJavaOptions", "").split(), *java_options],
+                                   os.environ)
     if ("spark.local.dir" in theirs or os.environ.get("SPARK_LOCAL_DIRS")
             or any(o.startswith("-Djava.io.tmpdir=") for o in chosen)):
         return []

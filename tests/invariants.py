@@ -9,9 +9,6 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-
 KEYS: dict[str, tuple[str, ...]] = {
     "findings": ("snapshot", "finding_id"),
     "replica_status": ("snapshot", "topic", "partition", "replica"),
@@ -28,16 +25,6 @@ def repeated_rows(tables: Mapping[str, Iterable[Mapping[str, Any]]]) -> dict[str
     for name, rows in tables.items():
         counts = Counter(tuple(r[c] for c in KEYS[name]) for r in rows)
         out[name] = sorted((k for k, n in counts.items() if n > 1), key=str)
-    return out
-
-
-def repeated_keys(tables: Mapping[str, DataFrame], limit: int = 10) -> dict[str, list[tuple[Any, ...]]]:
-    """The same, on Spark DataFrames (a grouped count: the rows never come to the driver)."""
-    out = {}
-    for name, df in tables.items():
-        key = list(KEYS[name])
-        found = df.groupBy(*key).count().filter(F.col("count") > 1).orderBy(*key).limit(limit).collect()
-        out[name] = [tuple(r[c] for c in key) for r in found]
     return out
 
 

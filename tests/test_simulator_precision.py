@@ -18,7 +18,7 @@ from auditor.simulator import continue_simulation, simulate
 from auditor.simulator.history import FAULTS
 from auditor.spark import replica_sized
 from tests.conftest import large_input
-from tests.invariants import KEYS, disagreements, repeated_keys
+from tests.invariants import KEYS, disagreements, repeated_rows
 
 pytestmark = pytest.mark.spark
 
@@ -90,9 +90,10 @@ def merged(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
         F.col("severity").isin("WARNING", "ERROR", "CRITICAL")).collect()]
     status = {(r.topic, r.partition, r.replica): (r.divergence_offset, r.truncation_offset)
               for r in stored["replica_status"].filter(F.col("role") == "follower").collect()}
-    repeats = repeated_keys({name: stored[name] for name in KEYS})
     # (the tables of this audit are a few thousand rows)
-    repeats["disagreements"] = disagreements({name: [r.asDict() for r in stored[name].collect()] for name in KEYS})
+    rows = {name: [r.asDict() for r in stored[name].collect()] for name in KEYS}
+    repeats = repeated_rows(rows)
+    repeats["disagreements"] = disagreements(rows)
     return expected, summaries, findings, status, stored["parse_errors"].count(), jobs, repeats
 
 
