@@ -99,3 +99,20 @@ def write_kraft(root: Path, nodes: dict[int, Node], status: tuple[int, int, int]
         leader, epoch, hw = status
         (root / "metadata-quorum-status.txt").write_text(quorum_status_text(leader, epoch, hw, sorted(nodes)))
     return root
+
+
+def into_per_broker_files(snapshot: Path) -> None:
+    """Move each node's metadata log dumps out of its folder into a per-broker file: the
+    brokers' data log dir's file (after its data partitions' sections) on even nodes, a file
+    of its own in the metadata log dir on the others. ``quorum-state``, the epoch checkpoint
+    and bare snapshot copies stay in the folder."""
+    for folder in sorted(snapshot.glob("broker=*/meta/*")):
+        node = folder.parent.parent
+        dumps = sorted(f for f in folder.iterdir() if f.name.endswith(".txt"))
+        assert dumps, folder
+        mixed = node / "data" / "kafka-dump-log.txt"
+        target = mixed if mixed.exists() and int(node.name.split("=")[1]) % 2 == 0 else node / "meta" / "kafka-dump-log.txt"
+        with target.open("a", encoding="utf-8") as out:
+            for f in dumps:
+                out.write(f.read_text(encoding="utf-8"))
+                f.unlink()

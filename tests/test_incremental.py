@@ -138,6 +138,33 @@ def test_a_killed_writers_rows_and_another_clusters_are_never_used(spark, histor
     assert store.fingerprint("prod", dumps[0][1].broker, dumps[0][1].rel, str(path)) != fps[0]
 
 
+def test_the_metadata_log_in_a_reused_per_broker_file_is_found_from_the_store(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A per-broker dump file that also holds the metadata log (SPEC 3.1, 4.7): its metadata
+    sections are found from the scan's header rows, of the run that parses the file or, in
+    an incremental run that reuses it, of the store (``Reuse.kraft_sections``). Both runs
+    give the same tables, and the KRaft checks see the snapshots dumped in those files."""
+    from auditor.simulator.kraft import KRAFT_FAULTS
+    from tests.kraft_fixtures import into_per_broker_files
+
+    snap, out = tmp_path / "snap", tmp_path / "out"
+    simulate(snap, seed=6, topics=1, partitions=1, batches=20, faults=",".join(KRAFT_FAULTS), kraft_controllers=3,
+             shapes=False, dump_layout="per-broker")
+    into_per_broker_files(snap)
+    config = Config(cluster="prod", incremental=True)
+    for run in ("r0", "r1"):
+        run_audit(spark, str(snap), str(out), config, run_id=run, snapshot_label="2026-02-01T00:00:00Z")
+    assert _counts(out, "r1")["files_parsed"] < _counts(out, "r0")["files_parsed"]
+    written = {r["writer"] for r in DeltaTable(store.store_path(str(out), "store_scan")).to_pyarrow_table().to_pylist()}
+    assert written == {"r0"}  # r1 parsed no dump file: every one came from the store
+    for table in COMPARED:
+        assert [r.replace('"r1"', '"r0"') for r in _rows(out, table, "r1")] == _rows(out, table, "r0"), table
+    truth = json.loads((snap / "expected_findings.json").read_text())
+    want = {(f["check"], f["replica"], f["offset_start"]) for f in truth["findings"] if f["topic"] == "__cluster_metadata"}
+    found = {(f["check"], f["replica"], f["offset_start"]) for f in map(json.loads, _rows(out, "findings", "r1"))
+             if f["topic"] == "__cluster_metadata" and f["severity"] in ("CRITICAL", "ERROR", "WARNING")}
+    assert found == want and any(check.startswith("KRAFT_SNAPSHOT") for check, _, _ in want), (found, want)
+
+
 def test_the_store_forgets_what_the_last_k_runs_did_not_use(tmp_path) -> None:
     out = str(tmp_path)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
@@ -16,6 +17,7 @@ from auditor.simulator import continue_simulation, simulate
 from auditor.simulator.kraft import KRAFT_FAULTS
 from tests.conftest import production_audit
 from tests.invariants import KEYS, disagreements, repeated_rows
+from tests.kraft_fixtures import into_per_broker_files
 
 pytestmark = pytest.mark.spark
 META = ("__cluster_metadata", "@metadata")
@@ -27,27 +29,45 @@ RUNS = {"2026-02-01T00:00:00": (1, "all-kraft", "3.3"), "2026-02-02T00:00:00": (
         "2026-02-05T00:00:00": (5, "all-kraft", "3.3")}
 #: labels of continued clusters -> the (more batches per partition, faults) of each later snapshot
 CONTINUED = {"2026-02-05T00:00:00": [(30, "none"), (40, "all-kraft")]}
+#: a hand-made per-broker collection (SPEC 3.1): each node's metadata log dumps (segments and
+#: snapshots) moved into a multi-section file above the folders (:func:`tests.kraft_fixtures.into_per_broker_files`)
+RUNS["2026-02-06T00:00:00"] = (6, "all-kraft", "3.3")
+PER_BROKER = {"2026-02-06T00:00:00"}
+NAMED = re.compile(r"^(\d{20})-(\d{10})\.checkpoint(\.txt)?$")
 
 
 def _spec(faults: str) -> str:
     return ",".join(KRAFT_FAULTS) if faults == "all-kraft" else "none"
 
 
+def _snapshot_ids(snapshot: Path) -> dict[int, list[tuple[int, int]]]:
+    """Node -> the ids of the snapshot files (dumped or bare) in its metadata log folder."""
+    ids = {}
+    for folder in snapshot.glob("broker=*/meta/*"):
+        node = int(folder.parts[-3].split("=")[1])
+        ids[node] = sorted({(int(m[1]), int(m[2])) for m in map(NAMED.match, (f.name for f in folder.iterdir())) if m})
+    return ids
+
+
 @pytest.fixture(scope="module")
 def simulated(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
     root = tmp_path_factory.mktemp("kraft-sim")
-    applied = {}
+    applied, snapshot_ids = {}, {}
     for label, (seed, faults, release) in RUNS.items():
         steps = CONTINUED.get(label, [])
         first = root / f"snapshot={label}" if not steps else root.parent / f"{root.name}-{label}-0"
         summary = simulate(first, topics=1, partitions=1, batches=40, faults=_spec("none" if steps else faults),
-                           seed=seed, kraft_controllers=3, shapes=False, dump_style=release)
+                           seed=seed, kraft_controllers=3, shapes=False, dump_style=release,
+                           dump_layout="per-broker" if label in PER_BROKER else "per-segment")
         for k, (more, later) in enumerate(steps):
             last = k == len(steps) - 1
             nxt = root / f"snapshot={label}" if last else root.parent / f"{root.name}-{label}-{k + 1}"
             summary = continue_simulation(first, nxt, more, _spec(later))
             first = nxt
         applied[label] = summary.faults
+        snapshot_ids[label] = _snapshot_ids(first)
+        if label in PER_BROKER:
+            into_per_broker_files(first)
     tables = production_audit(load_snapshot(spark, str(root)))
     found = tables["findings"].filter(F.col("topic").isin(*META) & F.col("severity").isin("CRITICAL", "ERROR", "WARNING"))
     reps = tables["replica_status"].filter(F.col("topic").isin(*META) & (F.col("role") == "follower"))
@@ -57,7 +77,7 @@ def simulated(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
     repeats = repeated_rows(rows)
     assert set(repeats) == set(KEYS) and not any(repeats.values()), repeats  # SPEC 6's keys, every table
     assert disagreements(rows) == []
-    return root, applied, found.collect(), reps.collect(), parts.collect(), ids.collect()
+    return root, applied, found.collect(), reps.collect(), parts.collect(), ids.collect(), snapshot_ids
 
 
 def _label(ts) -> str:  # type: ignore[no-untyped-def]
@@ -66,7 +86,7 @@ def _label(ts) -> str:  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("label", list(RUNS))
 def test_audit_matches_the_simulated_truth(simulated, label: str) -> None:  # type: ignore[no-untyped-def]
-    root, applied, found, reps, parts, _ = simulated
+    root, applied, found, reps, parts, _, _ = simulated
     truth = json.loads((root / f"snapshot={label}" / "expected_findings.json").read_text())
     # the truth names the metadata log's topic as the release's folder does, like the tables
     want = {(f["topic"], f["check"], f["severity"], f["replica"], f["offset_start"], f["offset_end"])
@@ -91,7 +111,7 @@ def test_audit_matches_the_simulated_truth(simulated, label: str) -> None:  # ty
 def test_the_faults_leave_their_evidence(simulated) -> None:  # type: ignore[no-untyped-def]
     """Across the seeds with faults, the KRaft faults show as the checks KRAFT.md section 4
     names."""
-    _, _, found, _, _, _ = simulated
+    _, _, found, _, _, _, _ = simulated
     checks = {f.check for f in found if RUNS[_label(f.snapshot)][1] != "none"}
     assert checks >= {"CORRUPT_BATCH", "KRAFT_SNAPSHOT_INVALID", "KRAFT_SNAPSHOT_MISSING", "KRAFT_QUORUM_STATE_BEHIND",
                       "SAME_EPOCH_CONFLICT", "SILENT_DIVERGENCE", "LEADER_INCOMPLETE", "DIVERGENT_SUFFIX"}, sorted(checks)
@@ -101,13 +121,9 @@ def test_replica_status_holds_each_node_s_snapshot_ids(simulated) -> None:  # ty
     """``replica_status.kraft_snapshots``: on the metadata log, the ids of the snapshot files
     the simulator left in each node's folder (zero-length ones included, ``bootstrap`` never);
     null on every other partition."""
-    root, _, _, _, _, ids = simulated
-    named = re.compile(r"^(\d{20})-(\d{10})\.checkpoint(\.txt)?$")
+    _, _, _, _, _, ids, snapshot_ids = simulated
     for label in RUNS:
-        want = {}
-        for folder in (root / f"snapshot={label}").glob("broker=*/meta/*"):
-            node = int(folder.parts[-3].split("=")[1])
-            want[node] = sorted({(int(m[1]), int(m[2])) for m in map(named.match, (f.name for f in folder.iterdir())) if m})
+        want = snapshot_ids[label]  # (of a per-broker collection: before its dumps were moved)
         got = {r.replica: [(i["end_offset"], i["epoch"]) for i in json.loads(r.kraft_snapshots)]
                for r in ids if _label(r.snapshot) == label and r.topic in META}
         assert got == want and any(got.values()), (label, got, want)

@@ -20,16 +20,18 @@ files of metadata log folders, which are few and small next to a cluster's data.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType
 
+from auditor.compare.drill import section_filter
 from auditor.ingest import discovery as d
 from auditor.ingest import dump_grammar as g
 from auditor.ingest.lines import number_lines, read_text_lines
+from auditor.ingest.wholefile import read_dump_lines
 from auditor.spark import local_frame
 
 REPLICA = ["snapshot", "topic", "partition", "replica"]
@@ -88,7 +90,8 @@ def _leader_id(t: Column) -> Column:
 
 
 def line_facts(lines: DataFrame) -> DataFrame:
-    """Per dump line (``file_id, block_start, mono, text``): what this module reads of it, as
+    """Per dump line (``file_id, block_start, mono, text``, or ``file_id, line_number, text``
+    of lines numbered already): what this module reads of it, as
     plain columns (``path`` of a header, ``snap_o``/``snap_e`` of a ``Snapshot end offset:``
     line, ``boot``, the fields of a v2 batch line, and ``off``/``rtype``/``leader`` of a
     record line), with its ``line_number`` in its file, and ``sec_line`` and ``batch_line``:
@@ -116,9 +119,10 @@ def line_facts(lines: DataFrame) -> DataFrame:
             F.when(record, record_type(t)).alias("rtype"),
             F.when(record, _leader_id(t)).alias("leader"))
 
-    x = lines.select("file_id", "block_start", "mono", facts(F.col("text")).alias("x")).select(
-        "file_id", "block_start", "mono", "x.*")
-    numbered = number_lines(x)
+    # lines read by the dump reader are numbered already (and may be some sections only)
+    place = ["file_id", "line_number"] if "line_number" in lines.columns else ["file_id", "block_start", "mono"]
+    x = lines.select(*place, facts(F.col("text")).alias("x")).select(*place, "x.*")
+    numbered = x if "line_number" in place else number_lines(x)
     in_file = Window.partitionBy("file_id").orderBy("line_number").rowsBetween(
         Window.unboundedPreceding, Window.currentRow)
     return numbered.select(
@@ -136,8 +140,7 @@ GROUPS_DDL = ("file_id int, sec int, grp bigint, h struct<line_number:bigint,p:s
 
 
 def line_groups(lines: DataFrame) -> DataFrame:
-    """One aggregate over the metadata log's dump lines (``file_id, block_start, mono,
-    text``), per ``(file_id, sec, grp)``: ``sec`` is the section's header line (0 before
+    """One aggregate over the metadata log's dump lines (as :func:`line_facts` takes them), per ``(file_id, sec, grp)``: ``sec`` is the section's header line (0 before
     any), ``grp`` a batch's line (the batch line and its record lines) or -1 (the section's
     header and ``Snapshot end offset:`` lines). One read of the files, a handful of rows per
     batch: what :func:`parse_kraft_dumps` works from."""
@@ -163,6 +166,21 @@ def read_kraft_groups(spark: SparkSession, dump_files: Sequence[tuple[int, d.Inp
     if not dump_files:
         return local_frame(spark, [], GROUPS_DDL)
     return line_groups(read_text_lines(spark, dump_files))
+
+
+def read_section_groups(spark: SparkSession, dump_files: Sequence[tuple[int, d.InputFile]],
+                        sections: Mapping[int, Collection[int]]) -> DataFrame:
+    """:func:`line_groups` of some sections of dump files above the partition folders (a
+    per-broker file that also holds the metadata log: SPEC 3.1). ``sections``: file id -> the
+    sections (numbered as the scan numbers them) whose header names the metadata log. Each
+    file is read whole, as the drill-down reads one, but only those sections' lines reach
+    the window: such a file may hold a broker's whole data log besides."""
+    chosen = [(i, f) for i, f in dump_files if i in sections]
+    if not chosen:
+        return local_frame(spark, [], GROUPS_DDL)
+    lines = read_dump_lines(spark, chosen)
+    keep = section_filter(sections)
+    return line_groups((lines if keep is None else lines.filter(keep)).select("file_id", "line_number", "text"))
 
 
 def section_facts(groups: DataFrame, files: DataFrame) -> DataFrame:

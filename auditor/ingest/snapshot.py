@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from datetime import datetime, timezone
 from functools import reduce
 from typing import NamedTuple
 
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -29,17 +32,21 @@ from auditor.ingest.checkpoints import parse_checkpoints
 from auditor.ingest.describe import parse_describe
 from auditor.ingest.dumps import dedupe_segments
 from auditor.ingest.kraft import (
+    GROUPS_DDL,
+    QUORUM_DDL,
+    STATUS_DDL,
     KRaft,
     all_snapshots,
     parse_kraft_dumps,
     parse_quorum_state,
     parse_quorum_status,
     read_kraft_groups,
+    read_section_groups,
     snapshot_files,
 )
 from auditor.ingest.lines import LINE_COUNTS, line_counts, read_small_files
 from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, Snapshot
-from auditor.materialise import materialise, stored_rows
+from auditor.materialise import frame_files, materialise, stored_rows
 from auditor.spark import (
     CODEGEN_CONF,
     LOG_SIZED_ROWS,
@@ -230,13 +237,21 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
     reused = reuse.row_bound() if reuse is not None else 0
     sized = (not per_batch and reused is not None
              and stored_rows(work_dir, "scan", "scan") + reused <= LOG_SIZED_ROWS)
+    scan = first["scan"] if reuse is None else first["scan"].unionByName(reuse.rows())
+    # The metadata log's sections in dump files above the partition folders (known from the
+    # scan's headers) are read by the KRaft reader too: one cut point, only when some are.
+    above = _kraft_sections(dump_files, work_dir, reuse)
+    more_kraft = materialise({"kraft_groups": read_section_groups(spark, dump_files, above)}, work_dir,
+                             "kraft-sections")["kraft_groups"] if above else None
+    if more_kraft is not None and not kraft_files:
+        first.update(kraft_quorum_state=local_frame(spark, [], QUORUM_DDL),
+                     kraft_status=local_frame(spark, [], STATUS_DDL), kraft_groups=local_frame(spark, [], GROUPS_DDL))
     with replica_sized(spark, replica_estimate) if sized else contextlib.nullcontext():
-        kraft_frames = _kraft_frames(spark, kraft_files, first, files) if kraft_files else {}
-        scan = first["scan"]
+        kraft_frames = _kraft_frames(spark, kraft_files, first, files, more_kraft) \
+            if kraft_files or more_kraft is not None else {}
         store_frames: dict[str, DataFrame] = {}
         if reuse is not None:
-            store_frames = reuse.new_rows(scan)
-            scan = scan.unionByName(reuse.rows())
+            store_frames = reuse.new_rows(first["scan"])
         parts = split_scan(scan, dump_frame, per_batch=per_batch)
         counts = parts.accounting.unionByName(first["small_counts"])
         accounting = files.join(counts, "file_id", "left").select(
@@ -330,11 +345,36 @@ def _kraft_scan(spark: SparkSession, kraft_files: list[tuple[int, d.InputFile]],
             qs_lines.unionByName(st_lines))
 
 
+def _kraft_sections(dump_files: list[tuple[int, d.InputFile]], work_dir: str,
+                    reuse: Reuse | None) -> dict[int, frozenset[int]]:
+    """File id -> sections of the dump files above the partition folders whose ``Dumping``
+    header names the metadata log (SPEC 3.1, 4.7), from the scan's header rows: the stored
+    ones of the files parsed and the store's of the files reused, read without Spark (a
+    few rows per file; nothing read when no dump file sits above a partition folder)."""
+    above = {i for i, f in dump_files if f.topic is None or f.partition is None}
+    if not above:
+        return {}
+    found: dict[int, set[int]] = {}
+    parsed = frame_files(work_dir, "scan", "scan")
+    if parsed:
+        field = lambda c: pc.field("scan", c)  # noqa: E731 - the stored frame is one struct column
+        rows = ds.dataset(parsed).to_table(columns={"file_id": field("file_id"), "sec": field("sec")}, filter=(
+            (field("item_kind") == "H") & field("h_topic").isin(d.KRAFT_TOPICS) & (field("h_partition") == 0)))
+        for file_id, sec in zip(rows.column("file_id").to_pylist(), rows.column("sec").to_pylist()):
+            if file_id in above:
+                found.setdefault(file_id, set()).add(sec)
+    for file_id, secs in (reuse.kraft_sections(above) if reuse is not None else {}).items():
+        found.setdefault(file_id, set()).update(secs)
+    return {file_id: frozenset(secs) for file_id, secs in found.items()}
+
+
 def _kraft_frames(spark: SparkSession, kraft_files: list[tuple[int, d.InputFile]], stored: dict[str, DataFrame],
-                  files: DataFrame) -> dict[str, DataFrame]:
-    """The KRaft frames of the parsed snapshot, from what the scan job stored."""
+                  files: DataFrame, more: DataFrame | None = None) -> dict[str, DataFrame]:
+    """The KRaft frames of the parsed snapshot, from what the scan job stored (and ``more``:
+    the stored groups of the metadata log's sections in files above the folders)."""
     place = files.select("file_id", "rel", "snapshot", "broker", "topic", "partition")
-    log, dumped = parse_kraft_dumps(stored["kraft_groups"], place)
+    groups = stored["kraft_groups"] if more is None else stored["kraft_groups"].unionByName(more)
+    log, dumped = parse_kraft_dumps(groups, place)
     bare = snapshot_files(spark, [(i, f) for i, f in kraft_files if f.kind == d.KRAFT_SNAPSHOT_FILE])
     return {"kraft_batches": log, "kraft_snapshots": all_snapshots(dumped, bare)}
 
@@ -377,6 +417,25 @@ class Reuse:
         from auditor.sinks import store as st
 
         return st.stored_row_count(self.out, "store_scan", self.cluster)
+
+    def kraft_sections(self, files: AbstractSet[int]) -> dict[int, set[int]]:
+        """File id -> sections of the reused ``files`` whose header names the metadata log,
+        from the store's header rows (:func:`_kraft_sections`), read without Spark."""
+        from auditor.sinks import store as st
+
+        wanted: dict[tuple[str, str], list[int]] = {}
+        for i, _ in self.reused:
+            if i in files:
+                fp = self.fingerprints[i].fp
+                wanted.setdefault((fp, self.writers[fp]), []).append(i)
+        if not wanted:
+            return {}
+        rows = st.header_rows(self.out, self.cluster, d.KRAFT_TOPICS, 0)
+        found: dict[int, set[int]] = {}
+        for fp, writer, sec in zip(*(rows.column(c).to_pylist() for c in ("fp", "writer", "sec"))):
+            for file_id in wanted.get((fp, writer), []):
+                found.setdefault(file_id, set()).add(sec)
+        return found
 
     def new_rows(self, scan: DataFrame) -> dict[str, DataFrame]:
         """What this run parsed, per file, shaped as the store keeps it."""

@@ -148,6 +148,18 @@ def read_rows(spark: Any, out: str, table: str, cluster: str, wanted: Any) -> An
     return rows.join(F.broadcast(wanted), ["fp", "writer"])
 
 
+def header_rows(out: str, cluster: str, topics: Sequence[str], partition: int) -> pa.Table:
+    """``fp, writer, sec`` of the stored scan rows of ``cluster``'s ``Dumping`` headers that
+    name a partition ``partition`` of ``topics`` (a few rows per file), read without Spark."""
+    path = store_path(out, "store_scan")
+    if not os.path.isdir(os.path.join(path, "_delta_log")):
+        return pa.table({"fp": pa.array([], pa.string()), "writer": pa.array([], pa.string()),
+                         "sec": pa.array([], pa.int32())})
+    return read_delta(path, columns=["fp", "writer", "sec"], filters=[
+        ("cluster", "=", cluster), ("item_kind", "=", "H"), ("h_topic", "in", list(topics)),
+        ("h_partition", "=", partition)])
+
+
 def stored_row_count(out: str, table: str, cluster: str) -> int | None:
     """How many rows ``table`` holds for ``cluster`` (every writer's, so at least what
     :func:`read_rows` gives), from the Delta log's file statistics: no data read. None when
