@@ -26,12 +26,13 @@ RUNS = {"2026-02-01T00:00:00": (1, "all-kraft", "3.3"), "2026-02-02T00:00:00": (
         "2026-02-03T00:00:00": (3, "all-kraft", "3.2"), "2026-02-04T00:00:00": (4, "none", "3.3"),
         # the third snapshot of one cluster (simulate --continue-from twice): the quorum's
         # history goes on, and the faults come with the last step
-        "2026-02-05T00:00:00": (5, "all-kraft", "3.3")}
+        "2026-02-05T00:00:00": (5, "all-kraft", "3.3"),
+        # a hand-made per-broker collection (SPEC 3.1): each node's metadata log dumps (segments
+        # and snapshots) moved into a multi-section file above the folders
+        # (tests.kraft_fixtures.into_per_broker_files)
+        "2026-02-06T00:00:00": (6, "all-kraft", "3.3")}
 #: labels of continued clusters -> the (more batches per partition, faults) of each later snapshot
 CONTINUED = {"2026-02-05T00:00:00": [(30, "none"), (40, "all-kraft")]}
-#: a hand-made per-broker collection (SPEC 3.1): each node's metadata log dumps (segments and
-#: snapshots) moved into a multi-section file above the folders (:func:`tests.kraft_fixtures.into_per_broker_files`)
-RUNS["2026-02-06T00:00:00"] = (6, "all-kraft", "3.3")
 PER_BROKER = {"2026-02-06T00:00:00"}
 NAMED = re.compile(r"^(\d{20})-(\d{10})\.checkpoint(\.txt)?$")
 

@@ -15,7 +15,8 @@ beyond an ordinary partition's.
 
 The main scan reads the same dump files for the log itself (a ``.checkpoint`` section is
 not a ``.log`` section there, so snapshot batches never reach it); this module reads only the
-files of metadata log folders, which are few and small next to a cluster's data.
+files of metadata log folders, which are few and small next to a cluster's data, and the
+metadata log's sections of dump files above the folders (:func:`read_section_groups`).
 """
 
 from __future__ import annotations
@@ -140,8 +141,9 @@ GROUPS_DDL = ("file_id int, sec int, grp bigint, h struct<line_number:bigint,p:s
 
 
 def line_groups(lines: DataFrame) -> DataFrame:
-    """One aggregate over the metadata log's dump lines (as :func:`line_facts` takes them), per ``(file_id, sec, grp)``: ``sec`` is the section's header line (0 before
-    any), ``grp`` a batch's line (the batch line and its record lines) or -1 (the section's
+    """One aggregate over the metadata log's dump lines (as :func:`line_facts` takes them),
+    per ``(file_id, sec, grp)``: ``sec`` is the section's header line (0 before any),
+    ``grp`` a batch's line (the batch line and its record lines) or -1 (the section's
     header and ``Snapshot end offset:`` lines). One read of the files, a handful of rows per
     batch: what :func:`parse_kraft_dumps` works from."""
     sec = F.coalesce(F.col("sec_line"), F.lit(0))

@@ -349,8 +349,9 @@ def _kraft_sections(dump_files: list[tuple[int, d.InputFile]], work_dir: str,
                     reuse: Reuse | None) -> dict[int, frozenset[int]]:
     """File id -> sections of the dump files above the partition folders whose ``Dumping``
     header names the metadata log (SPEC 3.1, 4.7), from the scan's header rows: the stored
-    ones of the files parsed and the store's of the files reused, read without Spark (a
-    few rows per file; nothing read when no dump file sits above a partition folder)."""
+    ones of the files parsed and the store's of the files reused, read by Arrow without
+    Spark (five columns of the stored scan rows, filtered to those headers; nothing read
+    when no dump file sits above a partition folder)."""
     above = {i for i, f in dump_files if f.topic is None or f.partition is None}
     if not above:
         return {}
