@@ -12,8 +12,9 @@ from datetime import datetime, timezone
 from functools import reduce
 from typing import NamedTuple
 
+import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -350,18 +351,21 @@ def _kraft_sections(dump_files: list[tuple[int, d.InputFile]], work_dir: str,
     """File id -> sections of the dump files above the partition folders whose ``Dumping``
     header names the metadata log (SPEC 3.1, 4.7), from the scan's header rows: the stored
     ones of the files parsed and the store's of the files reused, read by Arrow without
-    Spark (five columns of the stored scan rows, filtered to those headers; nothing read
-    when no dump file sits above a partition folder)."""
+    Spark (five columns of the stored scan rows; nothing read when no dump file sits above
+    a partition folder)."""
     above = {i for i, f in dump_files if f.topic is None or f.partition is None}
     if not above:
         return {}
     found: dict[int, set[int]] = {}
-    parsed = frame_files(work_dir, "scan", "scan")
-    if parsed:
-        field = lambda c: pc.field("scan", c)  # noqa: E731 - the stored frame is one struct column
-        rows = ds.dataset(parsed).to_table(columns={"file_id": field("file_id"), "sec": field("sec")}, filter=(
-            (field("item_kind") == "H") & field("h_topic").isin(d.KRAFT_TOPICS) & (field("h_partition") == 0)))
-        for file_id, sec in zip(rows.column("file_id").to_pylist(), rows.column("sec").to_pylist()):
+    # (the stored frame is one struct column, "scan": five of its fields are read)
+    for path in frame_files(work_dir, "scan", "scan"):
+        rows = pq.ParquetFile(path).read(columns=[f"scan.{c}" for c in (
+            "file_id", "sec", "item_kind", "h_topic", "h_partition")]).column("scan").combine_chunks()
+        header = pc.fill_null(pc.and_(pc.and_(
+            pc.equal(rows.field("item_kind"), "H"), pc.is_in(rows.field("h_topic"), pa.array(d.KRAFT_TOPICS))),
+            pc.equal(rows.field("h_partition"), 0)), False)
+        for file_id, sec in zip(rows.field("file_id").filter(header).to_pylist(),
+                                rows.field("sec").filter(header).to_pylist()):
             if file_id in above:
                 found.setdefault(file_id, set()).add(sec)
     for file_id, secs in (reuse.kraft_sections(above) if reuse is not None else {}).items():
