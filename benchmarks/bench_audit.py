@@ -398,13 +398,15 @@ def main() -> None:
         print(json.dumps(fixed_costs(work, auditor)), flush=True)
     for size in filter(None, args.sizes.split(",")):  # (--sizes "": the fixed costs alone)
         label, sim_args = parse_size(size)
-        root = work / f"snap-{label}"
+        # (a kept snapshot is reused: its name says its layout, or --layout would be ignored)
+        name = label if args.layout == "per-segment" else f"{label}-{args.layout}"
+        root = work / f"snap-{name}"
         if not (root / "topics-describe.txt").exists():
             shutil.rmtree(root, ignore_errors=True)
             subprocess.run([auditor, "simulate", str(root), "--seed", "3", "--dump-layout", args.layout,
                             "--no-shapes", *sim_args], check=True, capture_output=True)
         files = dump_files(root)
-        listing = work / f"files-{label}.txt"
+        listing = work / f"files-{name}.txt"
         listing.write_text("\n".join(files) + "\n")
         row: dict[str, object] = {"size": label, "layout": args.layout, "dump_files": len(files),
                                   "input_bytes": sum(os.path.getsize(f) for f in files)}
@@ -419,7 +421,7 @@ def main() -> None:
         parsed, py_diverged = python_script(root)
         row["python_s"] = round(time.perf_counter() - t0, 2)
         assert parsed == row["batch_lines"], (parsed, row["batch_lines"])
-        audit_s, info = run_audit(work, label, root, args.event_log)
+        audit_s, info = run_audit(work, name, root, args.event_log)
         row.update(audit_s=round(audit_s, 2), audit_jobs=info["jobs"], audit_peak_rss_mb=info["jvm_peak_mb"])
         diverged = info["diverged"]
         assert diverged == py_diverged, ("audit and script disagree on diverged followers", diverged, py_diverged)
@@ -428,24 +430,24 @@ def main() -> None:
                    audit_over_python=round(audit_s / float(row["python_s"]), 2),  # type: ignore[arg-type]
                    audit_over_scan_only=round(audit_s / scan_s, 2))
         if args.healthy:
-            healthy = work / f"snap-{label}-healthy"
+            healthy = work / f"snap-{name}-healthy"
             if not (healthy / "topics-describe.txt").exists():
                 shutil.rmtree(healthy, ignore_errors=True)
                 subprocess.run([auditor, "simulate", str(healthy), "--seed", "3", "--dump-layout", args.layout,
                                 "--no-shapes", *healthy_args(sim_args)], check=True, capture_output=True)
-            healthy_s, hinfo = run_audit(work, label + "-healthy", healthy, args.event_log)
+            healthy_s, hinfo = run_audit(work, name + "-healthy", healthy, args.event_log)
             assert hinfo["diverged"] == 0, hinfo
             row.update(healthy_audit_s=round(healthy_s, 2), healthy_audit_jobs=hinfo["jobs"],
                        diverged_over_healthy=round(audit_s / healthy_s, 2))
             if not args.keep:
                 shutil.rmtree(healthy, ignore_errors=True)
         if args.mix:
-            mix = work / f"snap-{label}-mix"
+            mix = work / f"snap-{name}-mix"
             if not (mix / "topics-describe.txt").exists():
                 shutil.rmtree(mix, ignore_errors=True)
                 subprocess.run([auditor, "simulate", str(mix), "--seed", "3", "--dump-layout", args.layout,
                                 *sim_args], check=True, capture_output=True)
-            mix_s, minfo = run_audit(work, label + "-mix", mix, args.event_log)
+            mix_s, minfo = run_audit(work, name + "-mix", mix, args.event_log)
             truth = json.loads((mix / "expected_findings.json").read_text())
             want = sum(1 for r in truth["replicas"] if r["divergence_offset"] is not None)
             assert minfo["diverged"] == want, ("audit and ground truth disagree on the mix", minfo["diverged"], want)
@@ -454,12 +456,12 @@ def main() -> None:
             if not args.keep:
                 shutil.rmtree(mix, ignore_errors=True)
         if args.no_kraft:
-            bare = work / f"snap-{label}-no-kraft"
+            bare = work / f"snap-{name}-no-kraft"
             if not (bare / "topics-describe.txt").exists():
                 shutil.rmtree(bare, ignore_errors=True)
                 subprocess.run([auditor, "simulate", str(bare), "--seed", "3", "--dump-layout", args.layout,
                                 "--no-shapes", "--kraft-controllers", "0", *sim_args], check=True, capture_output=True)
-            bare_s, binfo = run_audit(work, label + "-no-kraft", bare, args.event_log)
+            bare_s, binfo = run_audit(work, name + "-no-kraft", bare, args.event_log)
             assert binfo["diverged"] == diverged, ("the quorum changed the diverged followers", binfo, diverged)
             row.update(no_kraft_audit_s=round(bare_s, 2), no_kraft_audit_jobs=binfo["jobs"],
                        kraft_over_none=round(audit_s / bare_s, 2))
