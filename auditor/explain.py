@@ -111,7 +111,9 @@ def render(view: RunView, p: PartitionView, console: Console) -> None:
             ids = ", ".join(f"{end}-{epoch}" for end, epoch in snapshot_ids(r))
             console.print(f"  {'':>{len(str(r['replica'])) + 7}} snapshots {ids or 'none'}")
 
-    console.print(Text(f"followers against the leader (protocol {run['protocol']})", style="bold"))
+    # (KRaft's metadata log is truncated by its own protocol whatever the run's: SPEC 4.7)
+    protocol = "kraft" if kraft else run["protocol"]
+    console.print(Text(f"followers against the leader (protocol {protocol})", style="bold"))
     followers = [r for r in p.replicas if r["role"] == "follower"]
     if not followers:
         console.print("  none")
