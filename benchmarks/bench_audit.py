@@ -49,9 +49,10 @@ after the other:
   ``audit_over_scan_only``.
 
 With ``--event-log DIR`` every audit also writes Spark's event log (uncompressed) to
-``DIR/<label>`` (``1M``, ``1M-healthy``, ...): ``benchmarks/event_log.py DIR/1M`` shows its
-jobs on a timeline, the driver's time between them and the busiest stages. Writing the log
-costs the audit a little: compare timings of runs made the same way.
+``DIR/<label>`` (``1M``, ``1M-healthy``, ``1M-per-broker`` with ``--layout per-broker``, ...):
+``benchmarks/event_log.py DIR/1M`` shows its jobs on a timeline, the driver's time between
+them and the busiest stages. Writing the log costs the audit a little: compare timings of
+runs made the same way.
 
 The Python script and the audit must agree on how many followers diverged.
 
