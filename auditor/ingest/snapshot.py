@@ -238,7 +238,6 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
     reused = reuse.row_bound() if reuse is not None else 0
     sized = (not per_batch and reused is not None
              and stored_rows(work_dir, "scan", "scan") + reused <= LOG_SIZED_ROWS)
-    scan = first["scan"] if reuse is None else first["scan"].unionByName(reuse.rows())
     # The metadata log's sections in dump files above the partition folders (known from the
     # scan's headers) are read by the KRaft reader too: one cut point, only when some are.
     above = _kraft_sections(dump_files, work_dir, reuse)
@@ -250,9 +249,11 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
     with replica_sized(spark, replica_estimate) if sized else contextlib.nullcontext():
         kraft_frames = _kraft_frames(spark, kraft_files, first, files, more_kraft) \
             if kraft_files or more_kraft is not None else {}
+        scan = first["scan"]
         store_frames: dict[str, DataFrame] = {}
         if reuse is not None:
-            store_frames = reuse.new_rows(first["scan"])
+            store_frames = reuse.new_rows(scan)
+            scan = scan.unionByName(reuse.rows())
         parts = split_scan(scan, dump_frame, per_batch=per_batch)
         counts = parts.accounting.unionByName(first["small_counts"])
         accounting = files.join(counts, "file_id", "left").select(
