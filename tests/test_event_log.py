@@ -115,3 +115,83 @@ def test_what_it_cannot_read_is_a_clear_error(tmp_path: Path) -> None:
     empty.mkdir()
     with pytest.raises(SystemExit, match="no event log in"):
         ev.main([str(empty)])
+
+
+def _plan_task(stage: int, launch_ms: int, finish_ms: int, updates: dict[int, object]) -> dict:
+    return {"Event": "SparkListenerTaskEnd", "Stage ID": stage, "Task Metrics": {"Executor Run Time": 1},
+            "Task Info": {"Launch Time": launch_ms, "Finish Time": finish_ms, "Accumulables": [
+                {"ID": acc, "Name": "x", "Update": update, "Value": update} for acc, update in updates.items()]}}
+
+
+#: Two SQL executions: 7 (its plan replaced once by adaptive execution) and 8, whose jobs
+#: name their cut points. Accumulators: 101 an aggregate's build time (ms), 102 a sort's
+#: (ms), 103 a shuffle write's (ns), 104 a row count, 105 a compiled stage's duration (ms).
+PLAN_EVENTS = [
+    {"Event": "SparkListenerApplicationStart", "Timestamp": T0},
+    {"Event": "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart", "executionId": 7,
+     "sparkPlanInfo": {"nodeName": "WholeStageCodegen (1)", "simpleString": "WholeStageCodegen (1)",
+                       "metrics": [{"name": "duration", "accumulatorId": 105, "metricType": "timing"}],
+                       "children": [{"nodeName": "HashAggregate", "simpleString": "HashAggregate(keys=[a])",
+                                     "metrics": [{"name": "time in aggregation build", "accumulatorId": 101,
+                                                  "metricType": "timing"},
+                                                 {"name": "number of output rows", "accumulatorId": 104,
+                                                  "metricType": "sum"}],
+                                     "children": []}]}},
+    {"Event": "org.apache.spark.sql.execution.ui.SparkListenerSQLAdaptiveExecutionUpdate", "executionId": 7,
+     "sparkPlanInfo": {"nodeName": "Exchange", "simpleString": "Exchange hashpartitioning(a)",
+                       "metrics": [{"name": "shuffle write time", "accumulatorId": 103, "metricType": "nsTiming"}],
+                       "children": []}},
+    {"Event": "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart", "executionId": 8,
+     "sparkPlanInfo": {"nodeName": "Sort", "simpleString": "Sort [a ASC]",
+                       "metrics": [{"name": "sort time", "accumulatorId": 102, "metricType": "timing"}],
+                       "children": []}},
+    {"Event": "SparkListenerJobStart", "Job ID": 4, "Submission Time": T0 + 1000, "Stage IDs": [0],
+     "Properties": {"spark.job.description": "scan: scan", "spark.sql.execution.id": "7"}},
+    {"Event": "SparkListenerJobStart", "Job ID": 3, "Submission Time": T0 + 1000, "Stage IDs": [],
+     "Properties": {"spark.job.description": "scan: listing", "spark.sql.execution.id": "7"}},
+    {"Event": "SparkListenerJobStart", "Job ID": 5, "Submission Time": T0 + 5000, "Stage IDs": [1],
+     "Properties": {"spark.job.description": "engine-0: windows", "spark.sql.execution.id": "8"}},
+    # 2.5 s + 1.5 s of aggregation, 0.25 s of shuffle writes, rows counted but not a time
+    _plan_task(0, T0 + 1000, T0 + 4000, {101: "2500", 103: "250000000", 104: "99", 105: "2900"}),
+    _plan_task(0, T0 + 1000, T0 + 3000, {101: 1500, 105: "1900"}),
+    # a compiled stage that never noted its start: the clock's reading, hours (left out
+    # anyway), and a sort update longer than its 1 s task (dropped and counted)
+    _plan_task(1, T0 + 5000, T0 + 6000, {102: "7200000", 105: "20711645"}),
+    _plan_task(1, T0 + 5000, T0 + 5800, {102: "700", 999: "5"}),
+    {"Event": "SparkListenerJobEnd", "Job ID": 4, "Completion Time": T0 + 4000},
+    {"Event": "SparkListenerApplicationEnd", "Timestamp": T0 + 10_000},
+]
+
+
+def test_operators_timing_metrics_are_summed_over_tasks_and_named_after_their_cut_point(
+        tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    s = ev.summarise(json.dumps(e) + "\n" for e in PLAN_EVENTS)
+    got = [(o.execution, o.description, o.node, o.metric, round(o.seconds, 6)) for o in s.operators]
+    # by time; the execution's first job names it (job 3, though it started with job 4);
+    # the replaced plan's operators count too; the compiled stage's duration and the row
+    # count are not times of an operator
+    assert got == [
+        (7, "scan: listing", "HashAggregate(keys=[a])", "time in aggregation build", 4.0),
+        (8, "engine-0: windows", "Sort [a ASC]", "sort time", 0.7),
+        (7, "scan: listing", "Exchange hashpartitioning(a)", "shuffle write time", 0.25),
+    ]
+    assert s.dropped_updates == 1
+    assert ev.metric_totals(s.operators) == [
+        ("time in aggregation build", pytest.approx(4.0)), ("sort time", pytest.approx(0.7)),
+        ("shuffle write time", pytest.approx(0.25))]
+    log = tmp_path / "log"
+    log.write_text("".join(json.dumps(e) + "\n" for e in PLAN_EVENTS))
+    assert ev.main([str(log), "--operators", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "(1 updates longer than their task left out)" in text
+    assert "      4.00 s  time in aggregation build" in text
+    assert "the 2 operators with the most time:" in text and "Exchange" not in text.split("most time:")[1]
+    assert ev.main([str(log), "--operators", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["dropped_updates"] == 1 and [o["metric"] for o in out["operators"]] == ["time in aggregation build"]
+    assert out["metric_totals"]["sort time"] == pytest.approx(0.7)
+    # without --operators, neither the text nor the JSON changes
+    assert ev.main([str(log)]) == 0
+    assert "operators" not in capsys.readouterr().out
+    assert ev.main([str(log), "--json"]) == 0
+    assert "operators" not in json.loads(capsys.readouterr().out)
