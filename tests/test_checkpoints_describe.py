@@ -4,6 +4,7 @@ kafka-topics --describe parses from 0.11 to 4.x."""
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -13,10 +14,10 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-from auditor.ingest.checkpoints import parse_checkpoints
+from auditor.ingest.checkpoints import COUNT_LINE, EPOCH_ENTRY, OFFSETS_ENTRY, parse_checkpoints
 from auditor.ingest.describe import parse_describe
 from auditor.ingest.discovery import HWM, LEADER_EPOCH, InputFile
-from auditor.ingest.lines import read_small_files
+from auditor.ingest.lines import DRIVER_READ_BYTES, file_contents
 from tests import reference as ref
 
 pytestmark = pytest.mark.spark
@@ -42,12 +43,16 @@ def _numbered(spark, texts):  # type: ignore[no-untyped-def]
     return spark.createDataFrame(rows, "file_id int, line_number bigint, text string")
 
 
+def _contents(spark, texts):  # type: ignore[no-untyped-def]
+    return spark.createDataFrame([(fid, text.encode()) for fid, text in texts.items()], "file_id int, content binary")
+
+
 def test_checkpoint_files(spark) -> None:  # type: ignore[no-untyped-def]
     files = spark.createDataFrame(
         [(fid, kind, f"f{fid}", SNAP, 1, "d", "t" if kind == LEADER_EPOCH else None,
           0 if kind == LEADER_EPOCH else None) for fid, (kind, *_rest) in CHECKPOINTS.items()],
         "file_id int, kind string, rel string, snapshot timestamp, broker int, log_dir string, topic string, partition int")
-    parsed = parse_checkpoints(_numbered(spark, {k: v[1] for k, v in CHECKPOINTS.items()}), files)
+    parsed = parse_checkpoints(files.join(_contents(spark, {k: v[1] for k, v in CHECKPOINTS.items()}), "file_id"))
     usable = {r.file_id: (r.usable, r.reason) for r in parsed.files.collect()}
     entries: dict[int, list] = {}  # type: ignore[type-arg]
     for r in parsed.entries.collect():
@@ -102,7 +107,29 @@ def checkpoint_file(draw):  # type: ignore[no-untyped-def]
 EDGE_FILES = [(True, "0\n2\n0 0\n3 10\n"), (False, "0\r\n1\r\norders 0 5"), (True, "1\n0\n"),
               (True, "0\nabc\n"), (False, "0\n99999999999999999999\n"), (True, "0\n1\n0 x\n"),
               (True, "0\n1\n-1 0\n"), (False, "0\n1\norders 0 9223372036854775808\n"),
-              (False, "0\n2\norders 0 1\n"), (True, "\n  \n0\n\n1\n\n4 4\n\n"), (True, "")]
+              (False, "0\n2\norders 0 1\n"), (True, "\n  \n0\n\n1\n\n4 4\n\n"), (True, ""),
+              # Kafka's own shape, parsed in the file's row: at the digits' bounds, no final
+              # line end, no entry; and files one step outside it, read line by line
+              (False, "0\n2\norders 0 5\na.b_c-1 999999999 999999999999999999\n"), (True, "0\n0\n"),
+              (True, "0\n1\n999999999 999999999999999999"), (True, "0\n3\n1 2\n"),
+              (False, "0\n1\norders 1234567890 5\n"), (True, "0\n1\n0  7\n"), (False, "0\n1\n0 1\n"),
+              (True, "0\n1\n1 2\n\n"), (False, "0\n001\norders 007 0099\n"), (False, "0\n1\norders 2147483648 5\n"),
+              (True, "0\n1\n2147483648 0\n"), (True, "0\r\n1\r\n3 4\r\n")]
+
+#: Files above the driver's read size (Spark's binary file source reads them), of
+#: thousands of entries: one of Kafka's shape, one not.
+LARGE_FILES = [(False, "0\n6000\n" + "".join(f"topic.{k % 7} {k} {k * 1000}\n" for k in range(6000))),
+               (True, "0\n9001\n" + "".join(f"{k} {k * 10}\n" for k in range(9000)) + "9000 x\n")]
+assert all(len(text) > DRIVER_READ_BYTES for _, text in LARGE_FILES)
+
+
+def _kafka_shaped(epoch_file: bool, text: str) -> bool:
+    """Whether the audit parses the file in its row: ``0``, a count of at most 9 digits, as
+    many entries of Kafka's own shape, ``\n`` after each line but maybe the last."""
+    lines = re.sub(r"\n\Z", "", text).split("\n")
+    entry = (EPOCH_ENTRY if epoch_file else OFFSETS_ENTRY).replace(r"\z", r"\Z")
+    return (len(lines) >= 2 and lines[0] == "0" and re.match(COUNT_LINE.replace(r"\z", r"\Z"), lines[1]) is not None
+            and int(lines[1]) == len(lines) - 2 and all(re.match(entry, x) for x in lines[2:]))
 
 
 @settings(max_examples=4, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck),
@@ -112,7 +139,7 @@ def test_checkpoint_files_read_as_kafkas_reader_model(spark, generated) -> None:
     """Generated checkpoint files (versions, counts, entries and blank lines, well formed or
     not) give each file's verdict, each line's disposition and each entry as the pure-Python
     model of Kafka's reader (``tests/reference.read_checkpoint``)."""
-    drawn = EDGE_FILES + generated
+    drawn = EDGE_FILES + LARGE_FILES + generated
     with tempfile.TemporaryDirectory(prefix="checkpoints-") as folder:
         inputs = []
         for fid, (epoch_file, text) in enumerate(drawn):
@@ -120,12 +147,7 @@ def test_checkpoint_files_read_as_kafkas_reader_model(spark, generated) -> None:
             path.write_bytes(text.encode())  # (bytes: the line terminators as drawn)
             inputs.append((fid, InputFile(str(path), f"f{fid}", LEADER_EPOCH if epoch_file else HWM, SNAP, 1, "d",
                                           "t" if epoch_file else None, 0 if epoch_file else None, len(text))))
-        files = spark.createDataFrame(
-            [(fid, LEADER_EPOCH if epoch_file else HWM, f"f{fid}", SNAP, 1, "d", "t" if epoch_file else None,
-              0 if epoch_file else None) for fid, (epoch_file, _) in enumerate(drawn)],
-            "file_id int, kind string, rel string, snapshot timestamp, broker int, log_dir string, topic string, "
-            "partition int")
-        parsed = parse_checkpoints(read_small_files(spark, inputs), files)  # (the reader an audit uses)
+        parsed = parse_checkpoints(file_contents(spark, inputs, placed=True))  # (the reader an audit uses)
         # the three frames' rows as JSON text, in one job
         union = parsed.files.select(F.lit("files").alias("frame"), F.to_json(F.struct("file_id", "usable", "reason"))
                                     .alias("row")).unionByName(
@@ -150,6 +172,9 @@ def test_checkpoint_files_read_as_kafkas_reader_model(spark, generated) -> None:
                             for n, value in read.entries]
     for frame in want:
         assert sorted(got[frame], key=repr) == sorted(want[frame], key=repr), frame
+    # both readers are tried: files of Kafka's own shape and others, each of either kind
+    shaped = {(epoch_file, _kafka_shaped(epoch_file, text)) for epoch_file, text in drawn}
+    assert shaped == {(True, True), (True, False), (False, True), (False, False)}, shaped
     # every kind of verdict is among them (the model's)
     kinds = {"usable" if r is None else "range" if "never writes" in r else r.split(" ")[0] for _, _, r in want["files"]}
     assert kinds == {"usable", "unrecognised", "entry", "malformed", "range", "expected"}, kinds

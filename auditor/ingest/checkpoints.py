@@ -7,6 +7,15 @@ version (``0``), line 2 the entry count. As in Kafka's reader, an unknown versio
 that does not match, or a malformed entry makes the whole file unusable: all its lines are
 quarantined with the reason, and the file is reported unusable. An empty file, or one with
 only a version line, is a valid empty checkpoint. Blank lines are skipped.
+
+Nearly every file is as Kafka writes it: version ``0``, the count, then one entry per line,
+single spaces, ``\n`` line ends, no blank line, numbers no longer than their type holds.
+Such a file (``0``, :data:`COUNT_LINE`, then :data:`EPOCH_ENTRY` or :data:`OFFSETS_ENTRY`
+lines as many as the count says, ``\n`` after each but maybe the last) is usable, and is
+parsed in its own row: no line of it is shuffled, numbered by a window or grouped (a large
+cluster has hundreds of thousands of these files).
+Every other file is read line by line as above. Both give the same rows for a file of that
+shape (``tests/test_checkpoints_describe.py`` checks both against a model of Kafka's reader).
 """
 
 from __future__ import annotations
@@ -15,9 +24,10 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, LongType
+from pyspark.sql.types import IntegerType, LongType, StringType
 
 from auditor.ingest.discovery import LEADER_EPOCH
+from auditor.ingest.lines import line_counts, split_lines
 
 
 @dataclass(frozen=True)
@@ -27,15 +37,81 @@ class ParsedCheckpoints:
     entries: DataFrame  # file_id, kind, snapshot, broker, log_dir, topic, partition, epoch, offset, rel
     files: DataFrame  # file_id, kind, snapshot, broker, log_dir, topic, partition, rel, usable, reason
     lines: DataFrame  # file_id, line_number, disposition, error, shown, snapshot, broker, rel
+    counts: DataFrame  # file_id, lines, lines_parsed, lines_skipped, lines_quarantined (files with lines)
+    quarantined: DataFrame  # the rows of ``lines`` whose disposition is ``quarantined``
 
 
-def parse_checkpoints(numbered: DataFrame, files: DataFrame) -> ParsedCheckpoints:
-    """Parse numbered checkpoint lines.
+#: A leader-epoch checkpoint's entry as Kafka writes it (what :func:`parse_checkpoints`
+#: parses in the file's row): ``<epoch> <offset>``, an epoch of at most 9 digits and an
+#: offset of at most 18, so both fit their types and the entry is well formed.
+EPOCH_ENTRY = r"\A[0-9]{1,9} [0-9]{1,18}\z"
+#: An offset checkpoint's entry as Kafka writes it: ``<topic> <partition> <offset>``.
+OFFSETS_ENTRY = r"\A[A-Za-z0-9._-]+ [0-9]{1,9} [0-9]{1,18}\z"
+#: The count line of such a file.
+COUNT_LINE = r"\A[0-9]{1,9}\z"
+
+
+def parse_checkpoints(contents: DataFrame) -> ParsedCheckpoints:
+    """Parse checkpoint files.
 
     Args:
-        numbered: ``file_id, line_number, text`` of checkpoint files.
-        files: ``file_id, kind, rel, snapshot, broker, log_dir, topic, partition`` (small).
+        contents: each file's bytes and place: ``file_id, content, kind, rel, snapshot,
+            broker, log_dir, topic, partition``
+            (:func:`auditor.ingest.lines.file_contents` with ``placed``).
     """
+    # (each line is tested on its own: one regular expression over a whole file of thousands
+    # of entries recurses once per entry in Java's matcher and overflows its stack)
+    text = F.col("content").cast(StringType())
+    rows = contents.select("*", F.split(F.regexp_replace(text, r"\n\z", ""), "\n").alias("L"))
+    L = F.col("L")
+    entries = F.slice(L, 3, F.greatest(F.size(L), F.lit(1)))
+    fast = F.coalesce(
+        (F.get(L, 0) == "0") & F.get(L, 1).rlike(COUNT_LINE)
+        & (F.size(L) - 2 == F.when(F.get(L, 1).rlike(COUNT_LINE), F.get(L, 1).cast(IntegerType())))
+        & F.when(F.col("kind") == LEADER_EPOCH, F.forall(entries, lambda x: x.rlike(EPOCH_ENTRY)))
+        .otherwise(F.forall(entries, lambda x: x.rlike(OFFSETS_ENTRY))),
+        F.lit(False))
+    place = ("file_id", "kind", "rel", "snapshot", "broker", "log_dir", "topic", "partition")
+    rows = rows.select(*place, "content", "L", fast.alias("fast"))
+    slow = _parse_lines(split_lines(rows.filter(~F.col("fast")).select("file_id", "content")),
+                        rows.filter(~F.col("fast")).select(*place))
+    return _with_fast(slow, rows.filter(F.col("fast")).select(*place, "L"))
+
+
+def _with_fast(slow: ParsedCheckpoints, fast: DataFrame) -> ParsedCheckpoints:
+    """``slow``'s frames and those of the files of Kafka's own shape (``place`` columns and
+    ``L``, the file's lines): every file usable, its first two lines skipped, the others
+    entries."""
+    L = F.col("L")
+    n = F.size(L).cast(LongType())
+    entry = fast.select(*[c for c in fast.columns if c != "L"],
+                        F.posexplode(F.slice(L, 3, F.size(L))).alias("pos", "e"))
+    fields = F.split(F.col("e"), " ")
+    is_epoch = F.col("kind") == LEADER_EPOCH
+    entries = entry.select(
+        "file_id", "kind", "snapshot", "broker", "log_dir", "rel", (F.col("pos") + 3).cast(LongType()).alias("line_number"),
+        F.when(is_epoch, F.col("topic")).otherwise(F.get(fields, 0)).alias("topic"),
+        F.when(is_epoch, F.col("partition")).otherwise(F.get(fields, 1).cast(IntegerType())).alias("partition"),
+        F.when(is_epoch, F.get(fields, 0).cast(IntegerType())).alias("epoch"),
+        F.when(is_epoch, F.get(fields, 1)).otherwise(F.get(fields, 2)).cast(LongType()).alias("offset"),
+    )
+    verdicts = fast.select("file_id", "kind", "snapshot", "broker", "log_dir", "topic", "partition", "rel",
+                           F.lit(True).alias("usable"), F.lit(None).cast(StringType()).alias("reason"))
+    lines = fast.select("file_id", "snapshot", "broker", "rel", F.posexplode(L).alias("pos", "t")).select(
+        "file_id", (F.col("pos") + 1).cast(LongType()).alias("line_number"),
+        F.when(F.col("pos") < 2, F.lit("skipped")).otherwise(F.lit("parsed")).alias("disposition"),
+        F.lit(None).cast(StringType()).alias("error"), F.substring(F.col("t"), 1, 200).alias("shown"),
+        "snapshot", "broker", "rel")
+    counts = fast.select("file_id", n.alias("lines"), (n - 2).alias("lines_parsed"), F.lit(2).cast(LongType())
+                         .alias("lines_skipped"), F.lit(0).cast(LongType()).alias("lines_quarantined"))
+    return ParsedCheckpoints(
+        entries=slow.entries.unionByName(entries), files=slow.files.unionByName(verdicts),
+        lines=slow.lines.unionByName(lines), counts=slow.counts.unionByName(counts), quarantined=slow.quarantined)
+
+
+def _parse_lines(numbered: DataFrame, files: DataFrame) -> ParsedCheckpoints:
+    """Parse numbered checkpoint lines (``file_id, line_number, text``) of ``files``, line
+    by line."""
     t = F.trim(F.col("text"))
     is_epoch = F.col("kind") == LEADER_EPOCH
     fields = F.split(t, r"\s+")
@@ -115,4 +191,5 @@ def parse_checkpoints(numbered: DataFrame, files: DataFrame) -> ParsedCheckpoint
         F.when(F.col("kind") == LEADER_EPOCH, F.get(F.col("fields"), 1))
         .otherwise(F.get(F.col("fields"), 2)).try_cast(LongType()).alias("offset"),
     )
-    return ParsedCheckpoints(entries=entries, files=verdicts, lines=dispositions)
+    return ParsedCheckpoints(entries=entries, files=verdicts, lines=dispositions, counts=line_counts(dispositions),
+                             quarantined=dispositions.filter(F.col("disposition") == "quarantined"))

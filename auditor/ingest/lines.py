@@ -30,6 +30,7 @@ from pyspark.sql.types import (
     StringType,
     StructField,
     StructType,
+    TimestampType,
 )
 
 from auditor.errors import InputError
@@ -70,6 +71,14 @@ DRIVER_READ_BYTES = 64 << 10
 
 #: What :func:`file_contents` gives.
 CONTENTS = StructType([StructField("file_id", IntegerType(), False), StructField("content", BinaryType())])
+#: What :func:`file_contents` gives with ``placed``: each file's place beside its bytes.
+PLACED_CONTENTS = StructType([
+    *CONTENTS.fields, StructField("kind", StringType(), False), StructField("rel", StringType(), False),
+    StructField("snapshot", TimestampType(), False), StructField("broker", IntegerType()),
+    StructField("log_dir", StringType()), StructField("topic", StringType()), StructField("partition", IntegerType()),
+])
+#: The place columns of :data:`PLACED_CONTENTS`.
+PLACE = tuple(f.name for f in PLACED_CONTENTS.fields[2:])
 
 
 def read_small_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) -> DataFrame:
@@ -84,17 +93,26 @@ def read_small_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]
     """
     if not files:
         return local_frame(spark, [], "file_id int, line_number bigint, text string")
+    return split_lines(file_contents(spark, files))
+
+
+def split_lines(contents: DataFrame) -> DataFrame:
+    """``file_id, line_number, text`` of :func:`file_contents` rows (``file_id, content``),
+    split as :func:`read_small_files` says."""
     value = F.col("content").cast(StringType())
     body = F.regexp_replace(value, r"(\r\n|\r|\n)\z", "")
     split = F.when(value == "", F.array().cast("array<string>")).otherwise(F.split(body, r"\r\n|\r|\n", -1))
     # (posexplode_outer and a filter: for posexplode Spark infers a filter on the array's
     # size and pushes it below the split, which splits every file again for the test)
-    return file_contents(spark, files).select("file_id", F.posexplode_outer(split).alias("pos", "text")).filter(
+    return contents.select("file_id", F.posexplode_outer(split).alias("pos", "text")).filter(
         F.col("pos").isNotNull()).select("file_id", (F.col("pos") + 1).cast(LongType()).alias("line_number"), "text")
 
 
-def file_contents(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) -> DataFrame:
-    """``file_id, content``: each of ``files`` whole, as bytes.
+def file_contents(spark: SparkSession, files: Sequence[tuple[int, InputFile]], placed: bool = False) -> DataFrame:
+    """``file_id, content``: each of ``files`` whole, as bytes; with ``placed``, also each
+    file's place (:data:`PLACED_CONTENTS`: what discovery says of it), so no join with the
+    file list is needed to use it (at 300,000 checkpoint files, each such join sorted them
+    all in every frame that used it).
 
     Files up to :data:`DRIVER_READ_BYTES` are read by the driver and reach Spark as one
     local relation or one Parquet file (:func:`auditor.spark.arrow_frame`): a cluster's
@@ -110,8 +128,10 @@ def file_contents(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) -
     near = [(i, f) for i, f in files if f.size <= DRIVER_READ_BYTES]
     far = [(i, f) for i, f in files if f.size > DRIVER_READ_BYTES]
     parts = []
+    if not files:
+        return local_frame(spark, [], PLACED_CONTENTS if placed else CONTENTS)
     if near:
-        parts.append(arrow_frame(spark, _read_by_driver(near), CONTENTS))
+        parts.append(arrow_frame(spark, _read_by_driver(near, placed), PLACED_CONTENTS if placed else CONTENTS))
     if far:
         # The binary file source: one row per file, without the per-file Hadoop job
         # configuration the text source clones (measured on 10,000 checkpoint files: 3.5 s
@@ -119,17 +139,26 @@ def file_contents(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) -
         raw = load_paths(spark.read.format("binaryFile"), [f.path for _, f in far])
         # (each file is a row of its own text: a small file's few lines are cheap to move, and
         # a shuffle join is a stage of the cut's job where a broadcast is a job of its own)
-        parts.append(with_file_ids(spark, raw, far, raw.select(F.col("_metadata.file_path").alias("uri"), "content"),
-                                   broadcast=False))
+        read = with_file_ids(spark, raw, far, raw.select(F.col("_metadata.file_path").alias("uri"), "content"),
+                             broadcast=False)
+        if placed:  # (a row per large file: few)
+            read = read.join(F.broadcast(local_frame(spark, [(i, *_place(f)) for i, f in far], StructType(
+                [PLACED_CONTENTS.fields[0], *PLACED_CONTENTS.fields[2:]]))), "file_id")
+        parts.append(read)
     return union_all(parts) if len(parts) > 1 else parts[0]
 
 
-def _read_by_driver(files: Sequence[tuple[int, InputFile]]) -> Iterator[pa.Table]:
-    """The bytes of ``files`` as :data:`CONTENTS` tables of at most :data:`LOCAL_ROWS` rows
-    or about :data:`LOCAL_BYTES` each."""
+def _place(f: InputFile) -> tuple[object, ...]:
+    return (f.kind, f.rel, f.snapshot, f.broker, f.log_dir, f.topic, f.partition)
+
+
+def _read_by_driver(files: Sequence[tuple[int, InputFile]], placed: bool = False) -> Iterator[pa.Table]:
+    """The bytes of ``files`` as :data:`CONTENTS` tables (:data:`PLACED_CONTENTS` with
+    ``placed``) of at most :data:`LOCAL_ROWS` rows or about :data:`LOCAL_BYTES` each."""
     ids: list[int] = []
     bodies: list[bytes] = []
     size = 0
+    chunk: list[InputFile] = []
     for i, f in files:
         try:
             with open(f.path, "rb") as handle:
@@ -138,16 +167,24 @@ def _read_by_driver(files: Sequence[tuple[int, InputFile]]) -> Iterator[pa.Table
             raise InputError(f"{f.rel}: listed, then could not be read: {exc.strerror or exc}") from exc
         ids.append(i)
         bodies.append(body)
+        chunk.append(f)
         size += len(body)
         if len(ids) >= LOCAL_ROWS or size >= LOCAL_BYTES:
-            yield _contents_table(ids, bodies)
-            ids, bodies, size = [], [], 0
+            yield _contents_table(ids, bodies, chunk if placed else None)
+            ids, bodies, chunk, size = [], [], [], 0
     if ids:
-        yield _contents_table(ids, bodies)
+        yield _contents_table(ids, bodies, chunk if placed else None)
 
 
-def _contents_table(ids: list[int], bodies: list[bytes]) -> pa.Table:
-    return pa.table({"file_id": pa.array(ids, pa.int32()), "content": pa.array(bodies, pa.binary())})
+def _contents_table(ids: list[int], bodies: list[bytes], placed: list[InputFile] | None = None) -> pa.Table:
+    columns = {"file_id": pa.array(ids, pa.int32()), "content": pa.array(bodies, pa.binary())}
+    if placed is not None:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        schema = to_arrow_schema(PLACED_CONTENTS)
+        for name, values in zip(PLACE, zip(*(_place(f) for f in placed), strict=True), strict=True):
+            columns[name] = pa.array(values, schema.field(name).type)
+    return pa.table(columns)
 
 
 _VALUE = StructType([StructField("value", StringType())])

@@ -29,7 +29,7 @@ from pyspark.sql.types import (
 from auditor.compare.drill import BatchSource, DumpFiles, merged_batches
 from auditor.errors import UsageError
 from auditor.ingest import discovery as d
-from auditor.ingest.checkpoints import parse_checkpoints
+from auditor.ingest.checkpoints import ParsedCheckpoints, parse_checkpoints
 from auditor.ingest.describe import parse_describe
 from auditor.ingest.dumps import dedupe_segments
 from auditor.ingest.kraft import (
@@ -45,7 +45,7 @@ from auditor.ingest.kraft import (
     read_section_groups,
     snapshot_files,
 )
-from auditor.ingest.lines import LINE_COUNTS, line_counts, read_small_files
+from auditor.ingest.lines import LINE_COUNTS, file_contents, line_counts, read_small_files
 from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, Snapshot
 from auditor.materialise import frame_files, materialise, stored_rows
 from auditor.spark import (
@@ -55,7 +55,6 @@ from auditor.spark import (
     SMALL_TABLE_CONF,
     codegen_on,
     local_frame,
-    one_partition,
     replica_partitions,
     replica_sized,
     session_conf,
@@ -183,19 +182,16 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
         # Each kind of small file is read by its own reader: a filter on file_id after one
         # read of them all would read every checkpoint file again for each kind (thousands
         # of files for the one describe file).
-        listed = one_partition(files)
-        small_files = listed.filter(F.col("kind") != d.DUMP)
-        checkpoint_files = small_files.filter(~F.col("kind").isin(d.DESCRIBE, *KRAFT_KINDS))
-        cps = parse_checkpoints(
-            read_small_files(spark, [(i, f) for i, f in other_files if f.kind not in (d.DESCRIBE, *KRAFT_KINDS)]),
-            checkpoint_files.select("file_id", "kind", "rel", "snapshot", "broker", "log_dir", "topic", "partition"),
-        )
-        describe_files = small_files.filter(F.col("kind") == d.DESCRIBE)
-        desc = parse_describe(
-            read_small_files(spark, [(i, f) for i, f in other_files if f.kind == d.DESCRIBE]),
-            describe_files.select("file_id", "rel", "snapshot", "broker"),
-        )
-        kraft_scan, kraft_lines = _kraft_scan(spark, kraft_files, listed) if kraft_files else ({}, None)
+        # (each file's place read beside its bytes: no join with the file list)
+        cps = parse_checkpoints(file_contents(
+            spark, [(i, f) for i, f in other_files if f.kind not in (d.DESCRIBE, *KRAFT_KINDS)], placed=True))
+        # (a few files: their places as a local relation, which joins by broadcast, not a
+        # filter over every listed file)
+        describes = [(i, f) for i, f in other_files if f.kind == d.DESCRIBE]
+        desc = parse_describe(read_small_files(spark, describes), local_frame(
+            spark, [(i, f.rel, f.snapshot, f.broker) for i, f in describes],
+            "file_id int, rel string, snapshot timestamp, broker int"))
+        kraft_scan, kraft_lines = _kraft_scan(spark, kraft_files) if kraft_files else ({}, None)
         return few({
             "entries": cps.entries.withColumnRenamed("broker", "replica"),
             "checkpoint_files": cps.files,
@@ -203,8 +199,7 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
             "topics": desc.topics,
             # what the snapshot needs of the small files' lines: their counts per file and
             # the quarantined ones (a large cluster's checkpoint lines number in the millions)
-            **_small_lines(cps.lines.unionByName(desc.lines).unionByName(
-                kraft_lines if kraft_lines is not None else cps.lines.limit(0))),
+            **_small_lines(cps, desc.lines if kraft_lines is None else desc.lines.unionByName(kraft_lines)),
             **kraft_scan,
         })
 
@@ -305,14 +300,15 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
 KRAFT_KINDS = (d.QUORUM_STATE, d.QUORUM_STATUS, d.KRAFT_SNAPSHOT_FILE)
 
 
-def _small_lines(lines: DataFrame) -> dict[str, DataFrame]:
+def _small_lines(cps: ParsedCheckpoints, lines: DataFrame) -> dict[str, DataFrame]:
     """``small_counts`` (:func:`line_counts` per file) and ``small_errors`` (the
-    ``parse_errors`` rows of quarantined lines) of the small files' judged lines
-    (``file_id, line_number, disposition, error, shown, snapshot, broker, rel``)."""
+    ``parse_errors`` rows of quarantined lines) of the checkpoints ``cps`` and the other
+    small files' judged lines (``file_id, line_number, disposition, error, shown, snapshot,
+    broker, rel``)."""
     return {
         # (a file-level problem of an empty file has no line: it is an error, not a line read)
-        "small_counts": line_counts(lines.filter(F.col("line_number").isNotNull())),
-        "small_errors": lines.filter(F.col("disposition") == "quarantined").select(
+        "small_counts": cps.counts.unionByName(line_counts(lines.filter(F.col("line_number").isNotNull()))),
+        "small_errors": cps.quarantined.unionByName(lines.filter(F.col("disposition") == "quarantined")).select(
             "snapshot", "broker", F.col("rel").alias("file"), "line_number",
             F.when(F.col("line_number").isNull(), F.lit(0)).cast(LongType()).alias("byte_offset"),
             F.col("shown").alias("line"), "error"),
@@ -329,16 +325,17 @@ def few_partitions(replicas: int) -> Callable[[dict[str, DataFrame]], dict[str, 
     return lambda frames: {name: df.coalesce(n) for name, df in frames.items()}
 
 
-def _kraft_scan(spark: SparkSession, kraft_files: list[tuple[int, d.InputFile]],
-                files: DataFrame) -> tuple[dict[str, DataFrame], DataFrame]:
+def _kraft_scan(spark: SparkSession, kraft_files: list[tuple[int, d.InputFile]]
+                ) -> tuple[dict[str, DataFrame], DataFrame]:
     """What the scan job stores of the KRaft inputs (SPEC 4.7): one aggregate of the metadata
     log's dump lines, the ``quorum-state`` and status files parsed; and those files' line
     dispositions."""
-    place = files.select("file_id", "rel", "snapshot", "broker", "topic", "partition")
-
     def of(kind: str) -> tuple[DataFrame, DataFrame]:
+        # (a few files: their places as a local relation, not a filter over every listed file)
         chosen = [(i, f) for i, f in kraft_files if f.kind == kind]
-        return read_small_files(spark, chosen), place.filter(F.col("file_id").isin([i for i, _ in chosen]))
+        return read_small_files(spark, chosen), local_frame(
+            spark, [(i, f.rel, f.snapshot, f.broker, f.topic, f.partition) for i, f in chosen],
+            "file_id int, rel string, snapshot timestamp, broker int, topic string, partition int")
 
     qs, qs_lines = parse_quorum_state(*of(d.QUORUM_STATE))
     st, st_lines = parse_quorum_status(*of(d.QUORUM_STATUS))
