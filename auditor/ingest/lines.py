@@ -125,11 +125,11 @@ def file_contents(spark: SparkSession, files: Sequence[tuple[int, InputFile]], p
     Raises:
         InputError: a file listed by discovery can no longer be read.
     """
+    if not files:
+        return local_frame(spark, [], PLACED_CONTENTS if placed else CONTENTS)
     near = [(i, f) for i, f in files if f.size <= DRIVER_READ_BYTES]
     far = [(i, f) for i, f in files if f.size > DRIVER_READ_BYTES]
     parts = []
-    if not files:
-        return local_frame(spark, [], PLACED_CONTENTS if placed else CONTENTS)
     if near:
         parts.append(arrow_frame(spark, _read_by_driver(near, placed), PLACED_CONTENTS if placed else CONTENTS))
     if far:
@@ -141,9 +141,9 @@ def file_contents(spark: SparkSession, files: Sequence[tuple[int, InputFile]], p
         # a shuffle join is a stage of the cut's job where a broadcast is a job of its own)
         read = with_file_ids(spark, raw, far, raw.select(F.col("_metadata.file_path").alias("uri"), "content"),
                              broadcast=False)
-        if placed:  # (a row per large file: few)
-            read = read.join(F.broadcast(local_frame(spark, [(i, *_place(f)) for i, f in far], StructType(
-                [PLACED_CONTENTS.fields[0], *PLACED_CONTENTS.fields[2:]]))), "file_id")
+        if placed:  # (a row per large file: few; a shuffle join, for the reason above)
+            read = read.join(local_frame(spark, [(i, *_place(f)) for i, f in far], StructType(
+                [PLACED_CONTENTS.fields[0], *PLACED_CONTENTS.fields[2:]])), "file_id")
         parts.append(read)
     return union_all(parts) if len(parts) > 1 else parts[0]
 
