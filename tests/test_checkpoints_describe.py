@@ -154,20 +154,31 @@ def test_checkpoint_files_read_as_kafkas_reader_model(spark, generated) -> None:
             parsed.lines.select(F.lit("lines").alias("frame"), F.to_json(F.struct(
                 "file_id", "line_number", "disposition", "error", "shown")).alias("row"))).unionByName(
             parsed.entries.select(F.lit("entries").alias("frame"), F.to_json(F.struct(
-                "file_id", "line_number", "topic", "partition", "epoch", "offset")).alias("row")))
+                "file_id", "line_number", "topic", "partition", "epoch", "offset")).alias("row"))).unionByName(
+            parsed.counts.select(F.lit("counts").alias("frame"), F.to_json(F.struct(
+                "file_id", "lines", "lines_parsed", "lines_skipped", "lines_quarantined")).alias("row"))).unionByName(
+            parsed.quarantined.select(F.lit("quarantined").alias("frame"), F.to_json(F.struct(
+                "file_id", "line_number", "disposition", "error", "shown")).alias("row")))
         collected = union.collect()
-    got: dict[str, list[tuple[object, ...]]] = {"files": [], "lines": [], "entries": []}
+    got: dict[str, list[tuple[object, ...]]] = {"files": [], "lines": [], "entries": [], "counts": [],
+                                                "quarantined": []}
+    line_columns = ("file_id", "line_number", "disposition", "error", "shown")
     for r in collected:
         row = json.loads(r.row)
         got[r.frame].append(tuple(row.get(k) for k in {
-            "files": ("file_id", "usable", "reason"),
-            "lines": ("file_id", "line_number", "disposition", "error", "shown"),
-            "entries": ("file_id", "line_number", "topic", "partition", "epoch", "offset")}[r.frame]))
-    want: dict[str, list[tuple[object, ...]]] = {"files": [], "lines": [], "entries": []}
+            "files": ("file_id", "usable", "reason"), "lines": line_columns, "quarantined": line_columns,
+            "entries": ("file_id", "line_number", "topic", "partition", "epoch", "offset"),
+            "counts": ("file_id", "lines", "lines_parsed", "lines_skipped", "lines_quarantined")}[r.frame]))
+    want: dict[str, list[tuple[object, ...]]] = {"files": [], "lines": [], "entries": [], "counts": [],
+                                                 "quarantined": []}
     for fid, (epoch_file, text) in enumerate(drawn):
         read = ref.read_checkpoint(text, epoch_file)
         want["files"].append((fid, read.reason is None, read.reason))
         want["lines"] += [(fid, *line) for line in read.lines]
+        want["quarantined"] += [(fid, *line) for line in read.lines if line[1] == "quarantined"]
+        if read.lines:  # (per file with lines: what the run's line accounting adds up)
+            want["counts"].append((fid, len(read.lines), *[sum(1 for line in read.lines if line[1] == d)
+                                                           for d in ("parsed", "skipped", "quarantined")]))
         want["entries"] += [(fid, n, "t", 0, *value) if epoch_file else (fid, n, *value[:2], None, value[2])
                             for n, value in read.entries]
     for frame in want:
