@@ -67,14 +67,14 @@ def parse_checkpoints(contents: DataFrame) -> ParsedCheckpoints:
     entries = F.slice(L, 3, F.greatest(F.size(L), F.lit(1)))
     fast = F.coalesce(
         (F.get(L, 0) == "0") & F.get(L, 1).rlike(COUNT_LINE)
-        & (F.size(L) - 2 == F.when(F.get(L, 1).rlike(COUNT_LINE), F.get(L, 1).cast(IntegerType())))
+        & (F.size(L) - 2 == F.get(L, 1).try_cast(IntegerType()))
         & F.when(F.col("kind") == LEADER_EPOCH, F.forall(entries, lambda x: x.rlike(EPOCH_ENTRY)))
         .otherwise(F.forall(entries, lambda x: x.rlike(OFFSETS_ENTRY))),
         F.lit(False))
     place = ("file_id", "kind", "rel", "snapshot", "broker", "log_dir", "topic", "partition")
     rows = rows.select(*place, "content", "L", fast.alias("fast"))
-    slow = _parse_lines(split_lines(rows.filter(~F.col("fast")).select("file_id", "content")),
-                        rows.filter(~F.col("fast")).select(*place))
+    others = rows.filter(~F.col("fast"))
+    slow = _parse_lines(split_lines(others.select("file_id", "content")), others.select(*place))
     return _with_fast(slow, rows.filter(F.col("fast")).select(*place, "L"))
 
 
