@@ -52,12 +52,29 @@ COUNT_LINE = r"\A[0-9]{1,9}\z"
 
 
 def parse_checkpoints(contents: DataFrame) -> ParsedCheckpoints:
-    """Parse checkpoint files.
+    """Parse checkpoint files: :func:`checkpoint_tables` of :func:`judge_checkpoints`.
 
     Args:
         contents: each file's bytes and place: ``file_id, content, kind, rel, snapshot,
             broker, log_dir, topic, partition``
             (:func:`auditor.ingest.lines.file_contents` with ``placed``).
+    """
+    return checkpoint_tables(judge_checkpoints(contents))
+
+
+#: Where a checkpoint file is (:func:`judge_checkpoints`).
+PLACE = ("file_id", "kind", "rel", "snapshot", "broker", "log_dir", "topic", "partition")
+
+
+def judge_checkpoints(contents: DataFrame) -> DataFrame:
+    """Each checkpoint file's place (:data:`PLACE`), whether it has Kafka's own shape
+    (``fast``), its lines ``L`` if it has (split at ``\n``), and its bytes ``content`` if
+    not: every line's regular expression applied once. A caller that stores this frame
+    derives the tables from it (:func:`checkpoint_tables`) without applying them again
+    (each table derived from the contents would: at 300,000 files, four times).
+
+    Args:
+        contents: as :func:`parse_checkpoints`.
     """
     # (each line is tested on its own: one regular expression over a whole file of thousands
     # of entries recurses once per entry in Java's matcher and overflows its stack)
@@ -71,11 +88,17 @@ def parse_checkpoints(contents: DataFrame) -> ParsedCheckpoints:
         & F.when(F.col("kind") == LEADER_EPOCH, F.forall(entries, lambda x: x.rlike(EPOCH_ENTRY)))
         .otherwise(F.forall(entries, lambda x: x.rlike(OFFSETS_ENTRY))),
         F.lit(False))
-    place = ("file_id", "kind", "rel", "snapshot", "broker", "log_dir", "topic", "partition")
-    rows = rows.select(*place, "content", "L", fast.alias("fast"))
-    others = rows.filter(~F.col("fast"))
-    slow = _parse_lines(split_lines(others.select("file_id", "content")), others.select(*place))
-    return _with_fast(slow, rows.filter(F.col("fast")).select(*place, "L"))
+    # (two projections: the verdict is computed once, then read twice)
+    return rows.select(*PLACE, "content", "L", fast.alias("fast")).select(
+        *PLACE, "fast", F.when(F.col("fast"), L).alias("L"), F.when(~F.col("fast"), F.col("content")).alias("content"))
+
+
+def checkpoint_tables(judged: DataFrame) -> ParsedCheckpoints:
+    """The tables of :func:`judge_checkpoints`'s files: those of Kafka's own shape from their
+    lines (:func:`_with_fast`), the others read line by line (:func:`_parse_lines`)."""
+    others = judged.filter(~F.col("fast"))
+    slow = _parse_lines(split_lines(others.select("file_id", "content")), others.select(*PLACE))
+    return _with_fast(slow, judged.filter(F.col("fast")).select(*PLACE, "L"))
 
 
 def _with_fast(slow: ParsedCheckpoints, fast: DataFrame) -> ParsedCheckpoints:

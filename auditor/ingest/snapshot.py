@@ -29,8 +29,8 @@ from pyspark.sql.types import (
 from auditor.compare.drill import BatchSource, DumpFiles, merged_batches
 from auditor.errors import UsageError
 from auditor.ingest import discovery as d
-from auditor.ingest.checkpoints import ParsedCheckpoints, parse_checkpoints
-from auditor.ingest.describe import parse_describe
+from auditor.ingest.checkpoints import ParsedCheckpoints, checkpoint_tables, judge_checkpoints
+from auditor.ingest.describe import describe_tables, judge_describe
 from auditor.ingest.dumps import dedupe_segments
 from auditor.ingest.kraft import (
     GROUPS_DDL,
@@ -182,24 +182,22 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
         # Each kind of small file is read by its own reader: a filter on file_id after one
         # read of them all would read every checkpoint file again for each kind (thousands
         # of files for the one describe file).
-        # (each file's place read beside its bytes: no join with the file list)
-        cps = parse_checkpoints(file_contents(
-            spark, [(i, f) for i, f in other_files if f.kind not in (d.DESCRIBE, *KRAFT_KINDS)], placed=True))
-        # (a few files: their places as a local relation, which joins by broadcast, not a
-        # filter over every listed file)
+        # What this cut stores of them is each file or line judged, every regular
+        # expression applied once; their tables are derived in the snapshot cut (at 300,000
+        # checkpoint files and a describe line per partition, each table derived here would
+        # apply them again).
+        # (each checkpoint's place read beside its bytes: no join with the file list; the
+        # describe file's as a local relation, which joins by broadcast, not a filter over
+        # every listed file)
         describes = [(i, f) for i, f in other_files if f.kind == d.DESCRIBE]
-        desc = parse_describe(read_small_files(spark, describes), local_frame(
-            spark, [(i, f.rel, f.snapshot, f.broker) for i, f in describes],
-            "file_id int, rel string, snapshot timestamp, broker int"))
         kraft_scan, kraft_lines = _kraft_scan(spark, kraft_files) if kraft_files else ({}, None)
         return few({
-            "entries": cps.entries.withColumnRenamed("broker", "replica"),
-            "checkpoint_files": cps.files,
-            "metadata": desc.metadata,
-            "topics": desc.topics,
-            # what the snapshot needs of the small files' lines: their counts per file and
-            # the quarantined ones (a large cluster's checkpoint lines number in the millions)
-            **_small_lines(cps, desc.lines if kraft_lines is None else desc.lines.unionByName(kraft_lines)),
+            "checkpoints": judge_checkpoints(file_contents(
+                spark, [(i, f) for i, f in other_files if f.kind not in (d.DESCRIBE, *KRAFT_KINDS)], placed=True)),
+            "describe": judge_describe(read_small_files(spark, describes), local_frame(
+                spark, [(i, f.rel, f.snapshot, f.broker) for i, f in describes],
+                "file_id int, rel string, snapshot timestamp, broker int")),
+            **({"kraft_lines": kraft_lines} if kraft_lines is not None else {}),
             **kraft_scan,
         })
 
@@ -250,7 +248,10 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
             store_frames = reuse.new_rows(scan)
             scan = scan.unionByName(reuse.rows())
         parts = split_scan(scan, dump_frame, per_batch=per_batch)
-        counts = parts.accounting.unionByName(first["small_counts"])
+        cps, desc = checkpoint_tables(first["checkpoints"]), describe_tables(first["describe"])
+        small = _small_lines(cps, desc.lines if "kraft_lines" not in first
+                             else desc.lines.unionByName(first["kraft_lines"]))
+        counts = parts.accounting.unionByName(small["small_counts"])
         accounting = files.join(counts, "file_id", "left").select(
             "file_id", "rel", "kind", "broker", "size", *[F.coalesce(F.col(c), F.lit(0)).alias(c) for c in LINE_COUNTS])
         problems = local_frame(
@@ -259,12 +260,14 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
         segments = dedupe_segments(parts.sections.filter("is_segment").select(
             "snapshot", F.col("replica").alias("broker"), "topic", "partition", "file", "line_number",
             "segment_base_offset", "invalid_bytes")).withColumnRenamed("broker", "replica")
-        entries = first["entries"]
-        replicas = _replicas(files, segments, first["checkpoint_files"])
+        entries = cps.entries.withColumnRenamed("broker", "replica")
+        replicas = _replicas(files, segments, cps.files)
         # Cut point 2 (one job): the parsed tables, from the stored scan rows.
         parsed = materialise(few({
             "accounting": accounting,
-            "parse_errors": problems.unionByName(parts.errors).unionByName(first["small_errors"]),
+            "parse_errors": problems.unionByName(parts.errors).unionByName(small["small_errors"]),
+            "metadata": desc.metadata,
+            "topics": desc.topics,
             "sections": parts.sections.select("file_id", "sec", "file", "snapshot", "replica", "topic", "partition",
                                               "segment_base_offset"),
             "segments": segments,
@@ -291,7 +294,7 @@ def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
         format="kafka", root=found.root, snapshots=found.snapshots, work_dir=work_dir,
         files_read=len(found.files), files_skipped=found.skipped, source=source, sections=sections,
         replica_estimate=replica_estimate, summary_rows=stored_rows(work_dir, "snapshot", "summaries"),
-        metadata=first["metadata"], topics=first["topics"], **parsed,
+        **parsed,
         files_parsed=len(found.files) - (len(reuse.reused) if reuse is not None else 0),
         store=reuse, kraft=kraft,
     )
