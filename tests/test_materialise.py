@@ -252,7 +252,8 @@ def test_fields_by_token(spark) -> None:  # type: ignore[no-untyped-def]
 
 @pytest.mark.spark
 @pytest.mark.parametrize(("small_input", "reader"), [(False, "spark"), (True, "spark"), (False, "driver"),
-                                                     (True, "driver"), (True, "driver-parquet")])
+                                                     (True, "driver"), (True, "driver-parquet"),
+                                                     (False, "driver-threads")])
 def test_whole_file_lines_match_the_line_reader(spark, tmp_path: Path, monkeypatch, small_input: bool,  # type: ignore[no-untyped-def]
                                                 reader: str) -> None:
     """Small files read whole and split where they are read number their lines exactly as
@@ -272,6 +273,10 @@ def test_whole_file_lines_match_the_line_reader(spark, tmp_path: Path, monkeypat
     if reader == "driver-parquet":  # chunks of three files, written to one Parquet file
         monkeypatch.setattr(lines, "LOCAL_ROWS", 3)
         monkeypatch.setattr(sp, "LOCAL_ROWS", 3)
+    if reader == "driver-threads":  # as from a cold page cache: all but each block's first file by threads
+        monkeypatch.setattr(lines, "READ_BLOCK", 4)
+        monkeypatch.setattr(lines, "PROBE_FILES", 1)
+        monkeypatch.setattr(lines, "SLOW_READ_SECONDS", -1.0)
     contents = [b"", b"\n", b"a", b"a\n", b"a\r\nb\rc\n\n", b"a\n\nb", b"\r\n\r\n", b"x\ry\r", b"0\n1\n2\n" * 700,
                 b"\xff\xfe\xc3(\n\xe2\x82\n"]
     files = []
@@ -291,6 +296,47 @@ def test_whole_file_lines_match_the_line_reader(spark, tmp_path: Path, monkeypat
     assert whole == by_line
     assert len(whole) == 0 + 1 + 1 + 1 + 4 + 3 + 2 + 2 + 2100 + 2
     assert [r for r in whole if r[0] == 14] == [(14, 1, "a"), (14, 2, "b"), (14, 3, "c"), (14, 4, "")]
+
+
+@pytest.mark.parametrize("cold", [False, True])
+def test_the_driver_reads_small_files_in_order_one_by_one_or_by_threads(tmp_path: Path, monkeypatch,  # type: ignore[no-untyped-def]
+                                                                         cold: bool) -> None:
+    """A block whose first files are read slowly (a cold page cache) has the rest read by
+    threads; either way the tables hold every file's bytes in the listing's order, and a
+    file gone after listing is an InputError naming it."""
+    import threading
+
+    from auditor.errors import InputError
+    from auditor.ingest import lines
+    from auditor.ingest.discovery import InputFile
+
+    monkeypatch.setattr(lines, "READ_BLOCK", 5)
+    monkeypatch.setattr(lines, "PROBE_FILES", 2)
+    monkeypatch.setattr(lines, "SLOW_READ_SECONDS", -1.0 if cold else 1.0)
+    monkeypatch.setattr(lines, "LOCAL_ROWS", 4)
+    readers: set[str] = set()
+    read_file = lines._read_file
+
+    def noted(f: InputFile) -> bytes:
+        readers.add(threading.current_thread().name)
+        return read_file(f)
+
+    monkeypatch.setattr(lines, "_read_file", noted)
+    files = []
+    for i in range(13):
+        path = tmp_path / f"c{i}"
+        path.write_bytes(b"0\n%d\n" % i * (i % 3))
+        files.append((100 + i, InputFile(path=str(path), rel=path.name, kind="k", snapshot=T0, broker=1,
+                                         log_dir=None, topic=None, partition=None, size=path.stat().st_size)))
+    tables = list(lines._read_by_driver(files))
+    assert [len(t) for t in tables] == [4, 4, 4, 1]
+    assert [i for t in tables for i in t.column("file_id").to_pylist()] == [i for i, _ in files]
+    assert [b for t in tables for b in t.column("content").to_pylist()] == [
+        b"0\n%d\n" % i * (i % 3) for i in range(13)]
+    assert any(name.startswith("auditor-read") for name in readers) == cold, readers
+    (tmp_path / "c8").unlink()  # in a block's threaded part
+    with pytest.raises(InputError, match=r"^c8: listed, then could not be read"):
+        list(lines._read_by_driver(files))
 
 
 def test_a_small_file_gone_after_listing_is_a_clear_input_error(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import os
 import re
+import time
 import urllib.parse
 from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 from py4j.protocol import Py4JError
@@ -152,6 +154,16 @@ def _place(f: InputFile) -> tuple[object, ...]:
     return (f.kind, f.rel, f.snapshot, f.broker, f.log_dir, f.topic, f.partition)
 
 
+#: The driver reads small files in blocks of this many: the first :data:`PROBE_FILES` of
+#: a block one after another, the rest by :data:`READ_THREADS` threads when those took
+#: more than :data:`SLOW_READ_SECONDS` each (:func:`_read_block`).
+READ_BLOCK = 2048
+PROBE_FILES = 64
+READ_THREADS = 4
+#: A read from the page cache takes ~7 us here; one from the disk ~60-140 us.
+SLOW_READ_SECONDS = 25e-6
+
+
 def _read_by_driver(files: Sequence[tuple[int, InputFile]], placed: bool = False) -> Iterator[pa.Table]:
     """The bytes of ``files`` as :data:`CONTENTS` tables (:data:`PLACED_CONTENTS` with
     ``placed``) of at most :data:`LOCAL_ROWS` rows or about :data:`LOCAL_BYTES` each."""
@@ -159,21 +171,44 @@ def _read_by_driver(files: Sequence[tuple[int, InputFile]], placed: bool = False
     bodies: list[bytes] = []
     size = 0
     chunk: list[InputFile] = []
-    for i, f in files:
-        try:
-            with open(f.path, "rb") as handle:
-                body = handle.read()
-        except OSError as exc:
-            raise InputError(f"{f.rel}: listed, then could not be read: {exc.strerror or exc}") from exc
-        ids.append(i)
-        bodies.append(body)
-        chunk.append(f)
-        size += len(body)
-        if len(ids) >= LOCAL_ROWS or size >= LOCAL_BYTES:
-            yield _contents_table(ids, bodies, chunk if placed else None)
-            ids, bodies, chunk, size = [], [], [], 0
+    with ThreadPoolExecutor(READ_THREADS, thread_name_prefix="auditor-read") as pool:
+        for lo in range(0, len(files), READ_BLOCK):
+            block = files[lo:lo + READ_BLOCK]
+            for (i, f), body in zip(block, _read_block([f for _, f in block], pool), strict=True):
+                ids.append(i)
+                bodies.append(body)
+                chunk.append(f)
+                size += len(body)
+                if len(ids) >= LOCAL_ROWS or size >= LOCAL_BYTES:
+                    yield _contents_table(ids, bodies, chunk if placed else None)
+                    ids, bodies, chunk, size = [], [], [], 0
     if ids:
         yield _contents_table(ids, bodies, chunk if placed else None)
+
+
+def _read_block(block: Sequence[InputFile], pool: ThreadPoolExecutor) -> list[bytes]:
+    """The bytes of ``block``'s files, in order. When the first :data:`PROBE_FILES` come
+    from the disk (slower than :data:`SLOW_READ_SECONDS` each), the rest are read by the
+    pool's threads in contiguous slices: a read waiting on the disk releases the GIL, and
+    the 300,000 checkpoint files of a 100,000-partition cluster read from a cold page cache
+    took 17 s one by one, 8 s by four threads. From the page cache one by one is faster:
+    threads contending for the GIL over such short calls took twice as long."""
+    started = time.perf_counter()
+    probe = [_read_file(f) for f in block[:PROBE_FILES]]
+    rest = block[PROBE_FILES:]
+    if not rest or time.perf_counter() - started <= SLOW_READ_SECONDS * len(probe):
+        return probe + [_read_file(f) for f in rest]
+    step = -(-len(rest) // READ_THREADS)
+    slices = pool.map(lambda k: [_read_file(f) for f in rest[k:k + step]], range(0, len(rest), step))
+    return probe + [body for part in slices for body in part]
+
+
+def _read_file(f: InputFile) -> bytes:
+    try:
+        with open(f.path, "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise InputError(f"{f.rel}: listed, then could not be read: {exc.strerror or exc}") from exc
 
 
 def _contents_table(ids: list[int], bodies: list[bytes], placed: list[InputFile] | None = None) -> pa.Table:
