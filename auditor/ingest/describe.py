@@ -60,20 +60,15 @@ def parse_describe(numbered: DataFrame, files: DataFrame) -> ParsedDescribe:
     return describe_tables(judge_describe(numbered, files))
 
 
-#: :func:`judge_describe`'s columns: each line's place and kind, its shown text, and the
-#: fields of a partition line (``topic`` of a topic line too, and its ``cleanup_policy``).
-JUDGED_DESCRIBE = (
-    "file_id", "line_number", "snapshot", "broker", "rel", "kind", "shown", "topic", "partition", "leader",
-    "replicas", "isr", "elr", "last_known_elr", "has_elr", "cleanup_policy",
-)
-
-
 def judge_describe(numbered: DataFrame, files: DataFrame) -> DataFrame:
-    """Each describe line judged (:data:`JUDGED_DESCRIBE`), every field extracted in one
-    projection: a large cluster's describe output has a line per partition, and a caller
-    that stores this frame applies the regular expressions once per line, where each
-    table derived from the lines would apply them again (at 100,000 partitions, one stage
-    of ~5 s of task time per table).
+    """Each describe line judged, every field extracted in one projection: ``file_id,
+    line_number, snapshot, broker, rel``, its ``kind`` (``blank``, ``partition``,
+    ``bad_partition``, ``topic`` or ``unknown``), its ``shown`` text, and the fields of a
+    partition line (``topic, partition, leader, replicas, isr, elr, last_known_elr,
+    has_elr``; a topic line's ``topic`` and ``cleanup_policy``). A large cluster's describe
+    output has a line per partition: a caller that stores this frame applies the regular
+    expressions once per line, where each table derived from the lines would apply them
+    again (at 100,000 partitions, one stage of ~5 s of task time per table).
 
     Args:
         numbered: ``file_id, line_number, text``.
