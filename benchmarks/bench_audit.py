@@ -3,7 +3,7 @@ a plain single-threaded Python script, at several input sizes. One JSON line per
 
     .venv/bin/python benchmarks/bench_audit.py [--sizes 1M,3M,10M] [--workdir DIR]
         [--layout per-segment|per-broker] [--no-healthy] [--fixed] [--mix] [--no-kraft] [--keep]
-        [--event-log DIR]
+        [--event-log DIR] [--driver-memory 2g]
 
 Each size is a number of batch lines in an ``auditor simulate`` snapshot: 3 replicas per
 partition, 333 batches per replica, one partition in 20 diverged by an unclean election
@@ -47,6 +47,11 @@ after the other:
   3-controller quorum, whose metadata log every broker holds too), and ``kraft_over_none``;
 - ratios: ``audit_over_floor``, ``audit_over_python`` (below 1: the audit is faster),
   ``audit_over_scan_only``.
+
+With ``--driver-memory SIZE`` each size's floor job, scan alone and audits run with that
+driver heap (``spark.driver.memory``; in local mode the executors share it), as issue 21's
+100,000 partitions in a 2 GB heap: ``--sizes 100kp --layout per-broker --driver-memory 2g``
+(the fixed costs keep the audit's default heap).
 
 With ``--event-log DIR`` every audit also writes Spark's event log (uncompressed) to
 ``DIR/<label>`` (``1M``, ``1M-healthy``, ``1M-per-broker`` with ``--layout per-broker``, ...):
@@ -125,10 +130,10 @@ def dump_files(root: Path) -> list[str]:
 
 
 FLOOR = """
-import sys, json
+import os, sys, json
 from pyspark.sql import functions as F
 from auditor.spark import build_session
-spark = build_session(None, quiet=True)
+spark = build_session(None, quiet=True, conf=json.loads(os.environ.get("BENCH_SPARK_CONF", "{}")) or None)
 paths = [l.rstrip("\\n") for l in open(sys.argv[1])]
 lines = spark.read.text(paths).filter(F.col("value").startswith("baseOffset: "))
 tok = F.split(F.col("value"), " ")
@@ -201,7 +206,7 @@ print(files["files"], files["lines"])
 #: in a fresh process. No checkpoint, no engine, no table written: what parsing the dumps
 #: by SPEC section 3 costs a cold JVM before anything is compared.
 SCAN_ONLY = """
-import sys
+import json, os, sys
 from datetime import datetime, timezone
 from auditor.ingest import discovery as d
 from auditor.ingest.snapshot import SMALL_INPUT_BYTES, listed_files
@@ -210,7 +215,8 @@ from auditor.spark import build_session, session_conf, small_input_plans
 from auditor.summarise.scan import scan_dumps
 root = sys.argv[1]
 small = is_small_input(root)
-spark = build_session(None, quiet=True, small_input=small)
+spark = build_session(None, quiet=True, small_input=small,
+                      conf=json.loads(os.environ.get("BENCH_SPARK_CONF", "{}")) or None)
 with session_conf(spark, SMALL_INPUT_CONF if small else {}), small_input_plans(small):
     listed = listed_files(spark, d.discover(root, datetime.now(timezone.utc), None))
     per_batch = sum(f.size for _, f in listed.dump_files) <= SMALL_INPUT_BYTES
@@ -235,15 +241,17 @@ print(time.perf_counter() - t0)
 """
 
 AUDIT = """
-import json, sys, time
+import json, os, sys, time
 t0 = time.perf_counter()
 from auditor.config import Config
 from auditor.run import is_small_input, run_audit
 from auditor.spark import build_session
 snapshot, out = sys.argv[1], sys.argv[2]
-events = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": sys.argv[3],
-          "spark.eventLog.compress": "false"} if len(sys.argv) > 3 else None
-spark = build_session(None, quiet=True, small_input=is_small_input(snapshot), conf=events)
+conf = json.loads(os.environ.get("BENCH_SPARK_CONF", "{}"))
+if len(sys.argv) > 3:
+    conf.update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": sys.argv[3],
+                 "spark.eventLog.compress": "false"})
+spark = build_session(None, quiet=True, small_input=is_small_input(snapshot), conf=conf or None)
 spark.sparkContext.setJobGroup("audit", "audit")
 result = run_audit(spark, snapshot, out, Config(cluster="bench", fail_on="never"))
 seconds = time.perf_counter() - t0
@@ -389,10 +397,15 @@ def main() -> None:
                              "DeleteRecords, transactions, a compacted __consumer_offsets)")
     parser.add_argument("--no-kraft", dest="no_kraft", action="store_true",
                         help="also audit the same cluster simulated without a KRaft quorum")
+    parser.add_argument("--driver-memory", dest="driver_memory", default=None,
+                        help="each size's driver heap for the floor job, the scan alone and the audits "
+                             "(e.g. 2g, as issue 21's 100,000 partitions; default: the audit's own)")
     parser.add_argument("--event-log", dest="event_log", type=Path, default=None,
                         help="write each audit's Spark event log under this directory, one folder per "
                              "audit (benchmarks/event_log.py reads them)")
     args = parser.parse_args()
+    if args.driver_memory:  # (read by the FLOOR, SCAN_ONLY and AUDIT processes)
+        os.environ["BENCH_SPARK_CONF"] = json.dumps({"spark.driver.memory": args.driver_memory})
     work = Path(args.workdir or tempfile.mkdtemp(prefix="auditor-bench-"))
     auditor = str(Path(PY).with_name("auditor"))
     if args.fixed:
@@ -409,7 +422,8 @@ def main() -> None:
         files = dump_files(root)
         listing = work / f"files-{name}.txt"
         listing.write_text("\n".join(files) + "\n")
-        row: dict[str, object] = {"size": label, "layout": args.layout, "dump_files": len(files),
+        row: dict[str, object] = {"size": label, "layout": args.layout, "driver_memory": args.driver_memory,
+                                  "dump_files": len(files),
                                   "input_bytes": sum(os.path.getsize(f) for f in files)}
         wc_s, _ = timed(["bash", "-c", f"xargs -a {listing} -d '\\n' cat | wc -l"])
         row["wc_s"] = round(wc_s, 2)
