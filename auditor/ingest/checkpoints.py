@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType
 
 from auditor.ingest.discovery import LEADER_EPOCH
+from auditor.ingest.lines import PLACE as FILE_PLACE
 from auditor.ingest.lines import line_counts, split_lines
 
 
@@ -62,8 +63,9 @@ def parse_checkpoints(contents: DataFrame) -> ParsedCheckpoints:
     return checkpoint_tables(judge_checkpoints(contents))
 
 
-#: Where a checkpoint file is (:func:`judge_checkpoints`).
-PLACE = ("file_id", "kind", "rel", "snapshot", "broker", "log_dir", "topic", "partition")
+#: Where a checkpoint file is (:func:`judge_checkpoints`): its id and the place
+#: :func:`auditor.ingest.lines.file_contents` gives beside its bytes.
+PLACE = ("file_id", *FILE_PLACE)
 
 
 def judge_checkpoints(contents: DataFrame) -> DataFrame:
