@@ -53,8 +53,9 @@ def _audit_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--master", default=None, help="Spark master URL [default: local[*]]."),
         click.option("--incremental/--full", "incremental", default=None,
                      help="Parse only dump files that changed since earlier incremental runs of the "
-                          "cluster into OUT, reading the rest from OUT's store [default: --full, or "
-                          "[run] incremental in the config]."),
+                          "cluster into OUT, reading the rest from OUT's store; when no input file "
+                          "changed since the cluster's latest run, write that run's tables as this "
+                          "run's [default: --full, or [run] incremental in the config]."),
         click.option("--work-dir", default=None, type=click.Path(file_okay=False, path_type=str),
                      help="Folder for the run's intermediates, which executors write and read: on a "
                           "cluster, one every node sees [default: the system's temporary folder in "

@@ -36,15 +36,16 @@ from auditor.errors import (
     failure_text,
     mark_recorded,
 )
+from auditor.ingest.discovery import DUMP, Discovery, discover
 from auditor.ingest.model import Snapshot
-from auditor.ingest.snapshot import SMALL_INPUT_BYTES, load_snapshot
+from auditor.ingest.snapshot import SMALL_INPUT_BYTES, Reuse, file_fingerprints, load_snapshot
 from auditor.materialise import (
     COLLECT_CONF,
     materialise,
     read_frame_arrow,
     stream_frame_arrow,
 )
-from auditor.sinks import commit, schemas
+from auditor.sinks import commit, schemas, unchanged
 from auditor.sinks import delta as io
 from auditor.sinks.runview import findings_by_check
 from auditor.spark import (
@@ -170,12 +171,16 @@ class ComputedRun:
     """An audit computed and stored in its work dir, not yet written to OUT."""
 
     identity: commit.RunIdentity
-    snap: Snapshot
     work_dir: str
-    stored: dict[str, DataFrame]
+    #: the output tables as Spark reads them (for the Delta Spark writer), and as Arrow
+    stored: Callable[[str], DataFrame]
     arrow: dict[str, pa.Table]
     summary_before: tuple[list[tuple[str, str, int, int]], int]
     counts: dict[str, Any]
+    #: an incremental run's use of the store (saved after the run landed)
+    store: Reuse | None = None
+    #: the table as written, read again (the findings are, to check they did not change)
+    read_back: Callable[[str], pa.Table] | None = None
 
 
 def compute_run(spark: SparkSession, snapshot_path: str, out: str, config: Config,
@@ -183,6 +188,13 @@ def compute_run(spark: SparkSession, snapshot_path: str, out: str, config: Confi
                 progress: Progress = _quiet) -> ComputedRun:
     """Parse and audit ``snapshot_path``: every output table computed and stored under
     ``work_dir`` (nothing is written to ``out``; its history is read)."""
+    found = reuse = digest = None
+    if config.incremental:
+        progress(f"fingerprinting the input under {snapshot_path}")
+        found, reuse, digest = _incremental_input(spark, snapshot_path, out, config, identity, snapshot_label)
+        taken = _take_unchanged(spark, out, config, identity, work_dir, found, reuse, digest, progress)
+        if taken is not None:
+            return taken
     # (the settings of a small input are put back when this ends, whatever happens)
     small = is_small_input(snapshot_path)
     with session_conf(spark, SMALL_INPUT_CONF if small else {}):
@@ -191,7 +203,8 @@ def compute_run(spark: SparkSession, snapshot_path: str, out: str, config: Confi
         with small_input_plans(small):
             snap = load_snapshot(spark, snapshot_path, format=config.format, snapshot=snapshot_label,
                                  default_snapshot=identity.started_at, work_dir=work_dir,
-                                 store=(out, config.cluster) if config.incremental else None)
+                                 store=(out, config.cluster) if config.incremental else None,
+                                 found=found, reuse=reuse)
         progress(f"{snap.files_read} input files parsed ({sum(snap.files_skipped.values())} skipped); auditing")
         history = io.read_history(spark, out, config.cluster, identity.run_id)
         with replica_sized(spark, snap.replica_estimate):
@@ -203,8 +216,44 @@ def compute_run(spark: SparkSession, snapshot_path: str, out: str, config: Confi
             stored = materialise(tables, work_dir, OUTPUT)
     arrow = {name: stored_arrow(work_dir, name) for name in tables}
     summary_before = _finding_summary(arrow["findings"], config.fail_on)
-    return ComputedRun(identity=identity, snap=snap, work_dir=work_dir, stored=stored, arrow=arrow,
-                       summary_before=summary_before, counts=_counts(snap, arrow, summary_before[0]))
+    counts = _counts(snap, arrow, summary_before[0])
+    if digest is not None:
+        counts["input_digest"] = digest
+    return ComputedRun(identity=identity, work_dir=work_dir, stored=stored.__getitem__, arrow=arrow,
+                       summary_before=summary_before, counts=counts, store=snap.store)
+
+
+def _incremental_input(spark: SparkSession, snapshot_path: str, out: str, config: Config,
+                       identity: commit.RunIdentity, snapshot_label: str | None
+                       ) -> tuple[Discovery, Reuse, str]:
+    """An incremental run's input: discovered, every file fingerprinted once, the store's
+    answer for its dump files, and the digest of it all (:mod:`auditor.sinks.unchanged`)."""
+    found = discover(snapshot_path, identity.started_at, snapshot_label)
+    fingerprints = file_fingerprints(config.cluster, found.files)
+    reuse = Reuse(spark, (out, config.cluster), [(i, f) for i, f in enumerate(found.files) if f.kind == DUMP],
+                  fingerprints)
+    return found, reuse, unchanged.input_digest(found, fingerprints, config)
+
+
+def _take_unchanged(spark: SparkSession, out: str, config: Config, identity: commit.RunIdentity, work_dir: str,
+                    found: Discovery, reuse: Reuse, digest: str, progress: Progress) -> ComputedRun | None:
+    """This run as the cluster's previous one, when nothing it audits changed since that
+    one (:mod:`auditor.sinks.unchanged`); None when it must be audited."""
+    if len(found.snapshots) != 1 or reuse.to_parse:
+        return None
+    previous = unchanged.previous_run(out, config.cluster, digest, found.snapshots[0], identity.run_id)
+    if previous is None:
+        return None
+    progress(f"nothing changed since run {previous.run_id} (the same input digest): its tables are this run's")
+    tables = unchanged.previous_tables(out, config.cluster, previous, identity.run_id, identity.started_at,
+                                       found.snapshots[0])
+    summary_before = _finding_summary(tables["findings"], config.fail_on)
+    counts = {**previous.counts, "files_parsed": 0, "findings": _severity_counts(summary_before[0]),
+              "input_digest": digest, "reused_run": previous.run_id}
+    schema = schemas.OUTPUT_TABLES
+    return ComputedRun(identity=identity, work_dir=work_dir,
+                       stored=lambda name: spark.createDataFrame(tables[name], schema=schema[name]), arrow=tables,
+                       summary_before=summary_before, counts=counts, store=reuse, read_back=tables.__getitem__)
 
 
 def land_run(run: ComputedRun, out: str, config: Config, writer: io.TableWriter, *,
@@ -215,17 +264,18 @@ def land_run(run: ComputedRun, out: str, config: Config, writer: io.TableWriter,
     after: list[tuple[list[tuple[str, str, int, int]], int]] = []
 
     def still_consistent() -> None:
-        after.append(_finding_summary(stored_arrow(run.work_dir, "findings"), config.fail_on))
+        findings = run.read_back("findings") if run.read_back is not None else stored_arrow(run.work_dir, "findings")
+        after.append(_finding_summary(findings, config.fail_on))
         check_consistent(run.summary_before, after[0],
                          getattr(writer, "rows_written", {}).get(io.table_path(out, "findings")))
 
-    snap, tables = run.snap, list(run.arrow)
+    reuse, tables = run.store, list(run.arrow)
     commit.land(
         out, writer, run.identity,
-        [(name, run.arrow[name] if writer.name == "deltalake" else run.stored[name]) for name in tables],
+        [(name, run.arrow[name] if writer.name == "deltalake" else run.stored(name)) for name in tables],
         lambda: run.identity.row("SUCCEEDED", run.counts), before_runs_row=still_consistent, progress=progress,
-        after=(lambda: _save_store(out, config, run.identity.run_id, snap, progress))
-        if snap.store is not None else None)
+        after=(lambda: _save_store(out, config, run.identity.run_id, reuse, run.work_dir, progress))
+        if reuse is not None else None)
     return after[0]
 
 
@@ -320,9 +370,6 @@ def _counts(snap: Snapshot, tables: dict[str, pa.Table], by_check: list[tuple[st
     rs = tables["replica_status"]
     partitions = rs.select(["snapshot", "topic", "partition"]).group_by(
         ["snapshot", "topic", "partition"]).aggregate([]).num_rows
-    sev: Counter[str] = Counter()
-    for _, severity, n, _ in by_check:
-        sev[severity] += n
     pe = tables["parse_errors"]
     return {
         "files": 0 if acc is None else acc.num_rows,
@@ -340,21 +387,28 @@ def _counts(snap: Snapshot, tables: dict[str, pa.Table], by_check: list[tuple[st
         "partitions": partitions,
         "replicas": rs.num_rows,
         "snapshots": len(snap.snapshots),
-        "findings": {s: sev[s] for s in ("CRITICAL", "ERROR", "WARNING", "INFO")},
+        "findings": _severity_counts(by_check),
         # etcd: which replica id each member folder got (the ``replica`` column)
         **({"members": dict(sorted(snap.members.items(), key=lambda kv: kv[1]))}
            if snap.members is not None else {}),
     }
 
 
-def _save_store(out: str, config: Config, run_id: str, snap: Snapshot, progress: Progress) -> None:
+def _severity_counts(by_check: list[tuple[str, str, int, int]]) -> dict[str, int]:
+    """``runs.counts.findings``: findings per severity, suppressed ones included."""
+    sev: Counter[str] = Counter()
+    for _, severity, n, _ in by_check:
+        sev[severity] += n
+    return {s: sev[s] for s in ("CRITICAL", "ERROR", "WARNING", "INFO")}
+
+
+def _save_store(out: str, config: Config, run_id: str, reuse: Reuse, work_dir: str, progress: Progress) -> None:
     """Add what this incremental run parsed to OUT's store, then prune it (under OUT's lock,
     after the run landed: :func:`auditor.sinks.commit.land`)."""
     from auditor.sinks import store
 
-    reuse = snap.store
     progress(f"updating the incremental store ({len(reuse.new)} files parsed, {len(reuse.reused)} reused)")
-    frames = {name: stream_frame_arrow(snap.work_dir, "snapshot", name) for name in store.DATA_TABLES}
+    frames = {name: stream_frame_arrow(work_dir, "snapshot", name) for name in store.DATA_TABLES}
     writers = {**reuse.writers, **{f.fp: run_id for f in reuse.new}}
     store.save(out, config.cluster, run_id, reuse.new, reuse.used, writers, frames)
     pruned = store.prune(out, config.cluster, config.store_keep_runs)

@@ -18,7 +18,9 @@ takes writes. Rolled segments keep their bytes and times. Measured, one after th
   first one (the same history as the incremental OUT: the over-time checks compare with it);
 - ``incremental_s``: the incremental audit of the next snapshot into the seeded OUT;
   ``files_parsed``/``files`` and ``lines_parsed_share``: what it re-parsed;
-- ``unchanged_s``: the same next snapshot audited incrementally again: nothing changed;
+- ``unchanged_s``: the same next snapshot audited incrementally again: nothing changed, so
+  it takes the incremental run's tables when that run had no over-time finding
+  (``unchanged_took_previous``; :mod:`auditor.sinks.unchanged`);
 - ``incremental_over_full`` (issue 13's bar: at most 0.25) and ``unchanged_over_tiny``.
 
 Every audit is a fresh process, as a scheduler runs it, timed from process start to tables
@@ -121,9 +123,13 @@ def main() -> None:
         full_counts, incr_counts = run_row(outs["full"], full_id), run_row(outs["incremental"], incr_id)
         row["files"] = incr_counts["files"]
         row["files_parsed"] = incr_counts["files_parsed"]
-        row["files_parsed_unchanged"] = run_row(outs["incremental"], again_id)["files_parsed"]
+        again_counts = run_row(outs["incremental"], again_id)
+        row["files_parsed_unchanged"] = again_counts["files_parsed"]
+        # whether the unchanged run took the incremental run's tables (auditor.sinks.unchanged)
+        row["unchanged_took_previous"] = again_counts.get("reused_run") == incr_id
         row["batch_lines"] = full_counts["lines_parsed"]
         assert findings(outs["full"], full_id) == findings(outs["incremental"], incr_id), "findings differ"
+        assert findings(outs["incremental"], again_id) == findings(outs["incremental"], incr_id), "findings differ"
         for key in ("tiny_s", "seed_s", "full_s", "incremental_s", "unchanged_s"):
             row[key] = round(float(row[key]), 2)  # type: ignore[arg-type]
         row["incremental_over_full"] = round(float(row["incremental_s"]) / float(row["full_s"]), 3)  # type: ignore[arg-type]

@@ -19,7 +19,7 @@ from deltalake import DeltaTable, write_deltalake
 from auditor.config import Config
 from auditor.run import run_audit
 from auditor.simulator import continue_simulation, simulate
-from auditor.sinks import store
+from auditor.sinks import store, unchanged
 
 pytestmark = pytest.mark.spark
 COMPARED = ("findings", "replica_status", "partition_status", "parse_errors")
@@ -55,10 +55,11 @@ def history(tmp_path_factory):  # type: ignore[no-untyped-def]
     return base, snaps
 
 
-def _rows(out: Path, table: str, run_id: str) -> list[str]:
-    """The run's rows of ``table``, run times aside, as sorted JSON (a row twice counts twice)."""
+def _rows(out: Path, table: str, run_id: str, aside: set[str] = RUN_TIME) -> list[str]:
+    """The run's rows of ``table``, the ``aside`` columns left out (run times), as sorted
+    JSON (a row twice counts twice)."""
     rows = DeltaTable(str(out / table)).to_pyarrow_table(filters=[("run_id", "=", run_id)]).to_pylist()
-    return sorted(json.dumps({k: v for k, v in r.items() if k not in RUN_TIME}, default=str, sort_keys=True)
+    return sorted(json.dumps({k: v for k, v in r.items() if k not in aside}, default=str, sort_keys=True)
                   for r in rows)
 
 
@@ -92,7 +93,9 @@ def test_four_incremental_audits_equal_four_full_audits(spark, history, tmp_path
         for table in COMPARED:
             assert _rows(inc_out, table, run) == _rows(full_out, table, run), (k, table)
         full, inc = _counts(full_out, run), _counts(inc_out, run)
-        assert {**inc, "files_parsed": None} == {**full, "files_parsed": None}, k
+        assert {**inc, "files_parsed": None, "input_digest": None} == {**full, "files_parsed": None,
+                                                                       "input_digest": None}, k
+        assert len(inc["input_digest"]) == 64 and "input_digest" not in full
         parsed.append((inc["files_parsed"], inc["files"]))
         if k == 0:
             assert _tamper(inc_out) > 0
@@ -100,8 +103,16 @@ def test_four_incremental_audits_equal_four_full_audits(spark, history, tmp_path
             left = DeltaTable(store.store_path(str(inc_out), "store_scan")).to_pyarrow_table(
                 filters=[("writer", "=", "killed")])
             assert left.num_rows == 0
+    # Nothing changed: the last snapshot again (r3u takes r3's tables); then the snapshot
+    # before it audited later (r2b: its HWMs are below r3u's, over-time findings), and again
+    # (r2bu takes r2b's tables, its over-time findings left out, its partitions counted again).
+    _nothing_changed(spark, snaps[3], full_out, inc_out, "r3", "2026-02-01T03:30:00Z", "r3u")
+    for out, config in ((full_out, Config(cluster="prod")), (inc_out, Config(cluster="prod", incremental=True))):
+        run_audit(spark, str(snaps[2]), str(out), config, run_id="r2b", snapshot_label="2026-02-01T04:00:00Z")
+    assert _nothing_changed(spark, snaps[2], full_out, inc_out, "r2b", "2026-02-01T04:30:00Z", "r2bu"), \
+        "r2b has no over-time finding: the path that leaves them out is not exercised"
     files = DeltaTable(store.store_path(str(inc_out), "store_files")).to_pyarrow_table().to_pylist()
-    assert {r["run_id"] for r in files} == {f"r{k}" for k in range(len(snaps))}
+    assert {r["run_id"] for r in files} == {f"r{k}" for k in range(len(snaps))} | {"r3u", "r2b", "r2bu"}
     assert {r["cluster"] for r in files} == {"prod"} and all(r["saved_at"] is not None for r in files)
     # what the last run parsed went in, file by file, under its own name
     written = DeltaTable(store.store_path(str(inc_out), "store_scan")).to_pyarrow_table(
@@ -113,6 +124,84 @@ def test_four_incremental_audits_equal_four_full_audits(spark, history, tmp_path
     # checkpoints, new segments, the compacted and the truncated files)
     assert parsed[0][0] == parsed[0][1]
     assert all(0 < p < n / 2 for p, n in parsed[1:]), parsed
+    # a taken run still names every file it used in the store
+    assert {r["fp"] for r in files if r["run_id"] == "r3u"} == {r["fp"] for r in files if r["run_id"] == "r3"}
+
+    # Which run may be taken: the latest observation's, only by a later snapshot, only with the
+    # same digest (a re-run of r2bu's own id compares with r2b, which saw the same input).
+    digest, at = _counts(inc_out, "r2bu")["input_digest"], datetime(2026, 2, 1, 4, 30, tzinfo=timezone.utc)
+    later = datetime(2026, 2, 1, 5, tzinfo=timezone.utc)
+    assert unchanged.previous_run(str(inc_out), "prod", digest, later, "r5").run_id == "r2bu"
+    assert unchanged.previous_run(str(inc_out), "prod", digest, at, "r5") is None
+    assert unchanged.previous_run(str(inc_out), "prod", "0" * 64, later, "r5") is None
+    assert unchanged.previous_run(str(inc_out), "prod", digest, later, "r2bu").run_id == "r2b"
+    assert unchanged.previous_run(str(inc_out), "other", digest, later, "r5") is None
+    # An over-time finding of the taken run is left out, its partition counted again: the
+    # tables are those taken without it (the engine's own counts).
+    previous = unchanged.previous_run(str(inc_out), "prod", digest, later, "r5")
+    before = unchanged.previous_tables(str(inc_out), "prod", previous, "r5", later, later)
+    finding = DeltaTable(str(inc_out / "findings")).to_pyarrow_table(filters=[("run_id", "=", "r2bu")]).slice(0, 1)
+    finding = finding.set_column(finding.column_names.index("check"), "check", pa.array(["STALE_LEADER_HWM"]))
+    finding = finding.set_column(finding.column_names.index("severity"), "severity", pa.array(["CRITICAL"]))
+    write_deltalake(str(inc_out / "findings"), finding, mode="append")
+    after = unchanged.previous_tables(str(inc_out), "prod", previous, "r5", later, later)
+    for name in before:
+        assert sorted(map(str, after[name].to_pylist())) == sorted(map(str, before[name].to_pylist())), name
+
+
+def _nothing_changed(spark, snap: Path, full_out: Path, inc_out: Path, previous: str, label: str,  # type: ignore[no-untyped-def]
+                     run: str) -> bool:
+    """``snap`` again, half an hour later: nothing changed, so the incremental run takes the
+    tables of ``previous`` (auditor.sinks.unchanged) and the full run audits it all; every
+    table is the same, first_seen included (both OUTs hold the same history). Returns
+    whether ``previous`` had an over-time finding."""
+    run_audit(spark, str(snap), str(full_out), Config(cluster="prod"), run_id=run, snapshot_label=label)
+    taken = run_audit(spark, str(snap), str(inc_out), Config(cluster="prod", incremental=True), run_id=run,
+                      snapshot_label=label)
+    assert taken.counts["reused_run"] == previous and taken.counts["files_parsed"] == 0
+    assert taken.counts["input_digest"] == _counts(inc_out, previous)["input_digest"]
+    for table in (*COMPARED, "epoch_lineage"):
+        assert _rows(inc_out, table, run, {"audit_time"}) == _rows(full_out, table, run, {"audit_time"}), table
+    assert _rows(inc_out, "findings", run), "findings carry over"
+    full, inc = _counts(full_out, run), _counts(inc_out, run)
+    assert {**inc, "files_parsed": None, "reused_run": None, "input_digest": None} == {
+        **full, "files_parsed": None, "reused_run": None, "input_digest": None}
+    checks = DeltaTable(str(inc_out / "findings")).to_pyarrow_table(filters=[("run_id", "=", previous)])
+    return bool(set(checks.column("check").to_pylist()) & set(unchanged.OVER_TIME))
+
+
+def test_the_input_digest_changes_with_any_file_or_setting(history) -> None:  # type: ignore[no-untyped-def]
+    """The digest an unchanged run is recognised by covers every input file's fingerprint
+    and every setting that shapes a table (auditor.sinks.unchanged.input_digest)."""
+    import os
+
+    from auditor.ingest import discovery as d
+    from auditor.ingest.snapshot import file_fingerprints
+
+    _, snaps = history
+    at = datetime(2026, 2, 1, tzinfo=timezone.utc)
+
+    def digest(root: Path, config: Config) -> str:
+        found = d.discover(root, at)
+        return unchanged.input_digest(found, file_fingerprints(config.cluster, found.files), config)
+
+    config = Config(cluster="prod", incremental=True)
+    first = digest(snaps[0], config)
+    assert digest(snaps[0], config) == first
+    assert digest(snaps[0], Config(cluster="prod", incremental=True, fail_on="never")) == first
+    assert digest(snaps[1], config) != first
+    for other in (Config(cluster="other"), Config(cluster="prod", severity={"OFFSET_GAP": "ERROR"}),
+                  Config(cluster="prod", compacted_topics=("orders",)), Config(cluster="prod", protocol="kip-101")):
+        assert digest(snaps[0], other) != first, other
+    for kind in ("leader-epoch-checkpoint", "*.log.txt"):  # a small file and a dump, touched
+        path = next(snaps[0].rglob(kind))
+        stat = path.stat()
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
+        try:
+            assert digest(snaps[0], config) != first, kind
+        finally:
+            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert digest(snaps[0], config) == first
 
 
 def test_a_killed_writers_rows_and_another_clusters_are_never_used(spark, history, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -6,7 +6,7 @@ A replica is ``(snapshot, topic, partition, replica)`` where ``replica`` is the 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from datetime import datetime, timezone
 from functools import reduce
@@ -48,6 +48,7 @@ from auditor.ingest.kraft import (
 from auditor.ingest.lines import LINE_COUNTS, file_contents, line_counts, read_small_files
 from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, Snapshot
 from auditor.materialise import frame_files, materialise, stored_rows
+from auditor.sinks.store import Fingerprint
 from auditor.spark import (
     CODEGEN_CONF,
     LOG_SIZED_ROWS,
@@ -99,6 +100,8 @@ def load_snapshot(
     default_snapshot: datetime | None = None,
     work_dir: str | None = None,
     store: tuple[str, str] | None = None,
+    found: d.Discovery | None = None,
+    reuse: Reuse | None = None,
 ) -> Snapshot:
     """Parse the snapshot (or tables) at ``path`` into DataFrames.
 
@@ -113,6 +116,8 @@ def load_snapshot(
         store: ``(OUT, cluster)`` of an incremental audit (``--format kafka``): dump files
             whose fingerprint the store knows are read from it, not parsed
             (:mod:`auditor.sinks.store`); what the run parsed is in ``store``.
+        found: ``path`` already discovered (``--format kafka``), with ``reuse``, the store's
+            answer for its dump files, when ``store`` is given.
 
     Raises:
         InputError: ``path`` is missing, unreadable, or has no input of the format.
@@ -130,8 +135,8 @@ def load_snapshot(
         return load_etcd(spark, path, snapshot=snapshot, default_snapshot=now, work_dir=work_dir or new_work_dir())
     if format != "kafka":
         raise UsageError(f"unknown format {format!r}")
-    found = d.discover(path, now, snapshot)
-    return _load_kafka(spark, found, work_dir or new_work_dir(), store)
+    found = found or d.discover(path, now, snapshot)
+    return _load_kafka(spark, found, work_dir or new_work_dir(), store, reuse)
 
 
 class ListedFiles(NamedTuple):
@@ -162,11 +167,12 @@ def listed_files(spark: SparkSession, found: d.Discovery) -> ListedFiles:
 
 
 def _load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str,
-                store: tuple[str, str] | None = None) -> Snapshot:
+                store: tuple[str, str] | None = None, reuse: Reuse | None = None) -> Snapshot:
     indexed, files, dump_files, dump_frame = listed_files(spark, found)
     # a bare KRaft snapshot copy is binary: its name is all that is used (SPEC 4.7)
     other_files = [(i, f) for i, f in indexed if f.kind not in (d.DUMP, d.KRAFT_SNAPSHOT_FILE)]
-    reuse = Reuse(spark, store, dump_files) if store is not None else None
+    if reuse is None and store is not None:
+        reuse = Reuse(spark, store, dump_files)
     to_scan = reuse.to_parse if reuse is not None else dump_files
     # A small input's scan keeps every batch: drill-downs filter those rows instead of
     # building the parser again and reading files a second and third time.
@@ -385,15 +391,27 @@ def _kraft_frames(spark: SparkSession, kraft_files: list[tuple[int, d.InputFile]
     return {"kraft_batches": log, "kraft_snapshots": all_snapshots(dumped, bare)}
 
 
+def file_fingerprints(cluster: str, files: Iterable[d.InputFile]) -> dict[str, Fingerprint]:
+    """The store's fingerprint of each of ``files`` (:func:`auditor.sinks.store.fingerprint`),
+    by path."""
+    from auditor.sinks import store as st
+
+    return {f.path: st.fingerprint(cluster, f.broker if f.broker is not None else -1, f.rel, f.path) for f in files}
+
+
 class Reuse:
     """Which dump files an incremental run reads from the store and which it parses."""
 
-    def __init__(self, spark: SparkSession, store: tuple[str, str], dump_files: list[tuple[int, d.InputFile]]):
+    def __init__(self, spark: SparkSession, store: tuple[str, str], dump_files: list[tuple[int, d.InputFile]],
+                 fingerprints: Mapping[str, Fingerprint] | None = None):
+        """``fingerprints``: the files' fingerprints by path, when the caller took them
+        (:func:`fingerprints`); else they are taken here."""
         from auditor.sinks import store as st
 
         self.spark, (self.out, self.cluster) = spark, store
-        self.fingerprints = {i: st.fingerprint(self.cluster, f.broker if f.broker is not None else -1, f.rel, f.path)
-                             for i, f in dump_files}
+        if fingerprints is None:
+            fingerprints = file_fingerprints(self.cluster, [f for _, f in dump_files])
+        self.fingerprints = {i: fingerprints[f.path] for i, f in dump_files}
         have = st.known(self.out, self.cluster)
         self.reused = [(i, f) for i, f in dump_files if self.fingerprints[i].fp in have]
         self.to_parse = [(i, f) for i, f in dump_files if self.fingerprints[i].fp not in have]
@@ -407,15 +425,14 @@ class Reuse:
         for i, _ in self.to_parse:
             first.setdefault(self.fingerprints[i].fp, i)
         self.keepers = [(i, f) for i, f in self.to_parse if first[self.fingerprints[i].fp] == i]
-        self.wanted = local_frame(spark, [
-            (self.fingerprints[i].fp, have[self.fingerprints[i].fp], i)
-            for i, f in self.reused], "fp string, writer string, file_id int")
 
     def rows(self) -> DataFrame:
         """The stored scan rows of the reused files, with their file's id in this run."""
         from auditor.sinks import store as st
 
-        return st.read_rows(self.spark, self.out, "store_scan", self.cluster, self.wanted).select(*SCAN_COLUMNS)
+        wanted = local_frame(self.spark, [(self.fingerprints[i].fp, self.writers[self.fingerprints[i].fp], i)
+                                          for i, _ in self.reused], "fp string, writer string, file_id int")
+        return st.read_rows(self.spark, self.out, "store_scan", self.cluster, wanted).select(*SCAN_COLUMNS)
 
     def row_bound(self) -> int | None:
         """At most how many rows :meth:`rows` gives (every stored scan row of the cluster);
