@@ -170,7 +170,7 @@ def _nothing_changed(spark, snap: Path, full_out: Path, inc_out: Path, previous:
     return bool(set(checks.column("check").to_pylist()) & set(unchanged.OVER_TIME))
 
 
-def test_the_input_digest_changes_with_any_file_or_setting(history) -> None:  # type: ignore[no-untyped-def]
+def test_the_input_digest_changes_with_any_file_or_setting(history, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The digest an unchanged run is recognised by covers every input file's fingerprint
     and every setting that shapes a table (auditor.sinks.unchanged.input_digest)."""
     import os
@@ -202,6 +202,8 @@ def test_the_input_digest_changes_with_any_file_or_setting(history) -> None:  # 
         finally:
             os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert digest(snaps[0], config) == first
+    monkeypatch.setattr(unchanged, "code_digest", lambda: "other code")  # the auditor's source changed
+    assert digest(snaps[0], config) != first
 
 
 def test_a_killed_writers_rows_and_another_clusters_are_never_used(spark, history, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -4,12 +4,13 @@ Anti-entropy repair compares the roots of two Merkle trees before anything else:
 roots, nothing to repair. An incremental audit does the same with its whole input. It
 digests the fingerprint of every input file (:func:`auditor.sinks.store.fingerprint`:
 path inside the broker folder, size, modification time, SHA-256 of the first and last
-KiB), what discovery skipped and could not read, and every setting that shapes a table
-(:func:`input_digest`), and records that digest in ``runs.counts`` (``input_digest``).
-When the cluster's latest succeeded run recorded the same digest, every table of this run
-is a function of the same input and settings, so it is that run's rows with this run's
-columns (run id, audit time, snapshot label, day): :func:`previous_tables`. Only its
-over-time checks could differ, and they cannot here:
+KiB), what discovery skipped and could not read, the auditor's version and source, and
+every setting that shapes a table (:func:`input_digest`), and records that digest in
+``runs.counts`` (``input_digest``). When the cluster's latest succeeded run recorded the
+same digest, every table of this run is a function of the same input, code and settings,
+so it is that run's rows with this run's columns (run id, audit time, snapshot label,
+day): :func:`previous_tables`. Only its over-time checks could differ, and they cannot
+here:
 
 - the run is taken only when its snapshot label is the latest of every succeeded run of the
   cluster, and this run's label is later still: for every partition, P (SPEC 5, over time)
@@ -27,11 +28,13 @@ the taken run's own id, nor a run whose dump files the store does not all know.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import astuple, dataclass
 from datetime import date, datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -55,11 +58,12 @@ OVER_TIME = tuple(sorted(c.name for c in REGISTRY if c.scope == "over-time"))
 
 def input_digest(found: d.Discovery, fingerprints: Mapping[str, Fingerprint], config: Config) -> str:
     """SHA-256 of everything a run's tables are a function of, besides its run columns:
-    the auditor's version, the settings that shape a table, and every input file's place,
+    the auditor's version and source, the settings that shape a table, and every input file's place,
     kind and fingerprint (``fingerprints``: by absolute path), what was skipped and what
     could not be read."""
     settings = {
-        "digest": DIGEST_VERSION, "tool": __version__, "cluster": config.cluster, "format": config.format,
+        "digest": DIGEST_VERSION, "tool": __version__, "code": code_digest(), "cluster": config.cluster,
+        "format": config.format,
         "protocol": config.effective_protocol, "severity": sorted(config.severity.items()),
         "allowlist": [list(astuple(rule)) for rule in config.allowlist],
         "compacted_topics": sorted(config.compacted_topics),
@@ -71,6 +75,17 @@ def input_digest(found: d.Discovery, fingerprints: Mapping[str, Fingerprint], co
         digest.update(f"problem\x00{p.rel}\x00{p.broker}\x00{p.error}\n".encode())
     for reason, n in sorted(found.skipped.items()):
         digest.update(f"skipped\x00{reason}\x00{n}\n".encode())
+    return digest.hexdigest()
+
+
+@functools.cache
+def code_digest() -> str:
+    """SHA-256 of the auditor's own Python source: tables computed by other code (a fix
+    shipped under the same version number) are never taken."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\x00" + path.read_bytes() + b"\x00")
     return digest.hexdigest()
 
 
