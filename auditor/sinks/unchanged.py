@@ -112,10 +112,9 @@ def previous_run(out: str, cluster: str, digest: str, label: datetime, run_id: s
     if not succeeded:
         return None
     observed = read_delta(status_path, columns=["run_id", "snapshot"], filters=[("cluster", "=", cluster)])
-    latest: dict[str, datetime] = {}
-    for rid, snap in zip(observed.column("run_id").to_pylist(), observed.column("snapshot").to_pylist(), strict=True):
-        if rid in succeeded and (rid not in latest or snap > latest[rid]):
-            latest[rid] = snap
+    observed = observed.filter(pc.is_in(observed.column("run_id"), pa.array(list(succeeded), pa.string())))
+    per_run = observed.group_by("run_id").aggregate([("snapshot", "max")])
+    latest = dict(zip(per_run.column("run_id").to_pylist(), per_run.column("snapshot_max").to_pylist(), strict=True))
     if not latest:
         return None
     newest = max(latest.values())
