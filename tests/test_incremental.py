@@ -3,7 +3,8 @@ cluster (``simulate --continue-from``), one with a follower's active segment tru
 after an unclean election, one with a rolled segment rewritten by compaction, audited
 incrementally into one OUT, give the tables of four full audits, while parsing only the
 files that changed; orphan rows of a killed run and another cluster's rows are never used,
-and the store is pruned."""
+and the store is pruned. A run with nothing changed takes the previous run's tables
+(auditor.sinks.unchanged) and still gives a full audit's."""
 
 from __future__ import annotations
 
@@ -170,8 +171,9 @@ def _nothing_changed(spark, snap: Path, full_out: Path, inc_out: Path, previous:
 
 
 def test_the_input_digest_changes_with_any_file_or_setting(history, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """The digest an unchanged run is recognised by covers every input file's fingerprint
-    and every setting that shapes a table (auditor.sinks.unchanged.input_digest)."""
+    """The digest an unchanged run is recognised by covers every input file's fingerprint,
+    every setting that shapes a table and the auditor's source
+    (auditor.sinks.unchanged.input_digest)."""
     import os
 
     from auditor.ingest import discovery as d

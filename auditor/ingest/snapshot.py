@@ -405,7 +405,7 @@ class Reuse:
     def __init__(self, spark: SparkSession, store: tuple[str, str], dump_files: list[tuple[int, d.InputFile]],
                  fingerprints: Mapping[str, Fingerprint] | None = None):
         """``fingerprints``: the files' fingerprints by path, when the caller took them
-        (:func:`fingerprints`); else they are taken here."""
+        (:func:`file_fingerprints`); else they are taken here."""
         from auditor.sinks import store as st
 
         self.spark, (self.out, self.cluster) = spark, store
