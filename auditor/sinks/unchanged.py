@@ -21,9 +21,10 @@ here:
   again over the findings left, as the engine counts them.
 
 ``first_seen`` carries over unchanged (the earliest snapshot with the finding is the taken
-run's or earlier). A run with more than one snapshot (``snapshot=`` folders) is never
-taken (its labels come from its folders, never later than themselves), nor a re-run of
-the taken run's own id, nor a run whose dump files the store does not all know.
+run's or earlier). An input with more than one snapshot (``snapshot=`` folders) is always
+audited in full (its labels come from its folders, so an unchanged input repeats them,
+never later ones), as is one whose dump files the store does not all know. A re-run of a
+run id never takes its own earlier rows: only other runs are history.
 """
 
 from __future__ import annotations
