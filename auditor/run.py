@@ -226,12 +226,12 @@ def compute_run(spark: SparkSession, snapshot_path: str, out: str, config: Confi
 def _incremental_input(spark: SparkSession, snapshot_path: str, out: str, config: Config,
                        identity: commit.RunIdentity, snapshot_label: str | None
                        ) -> tuple[Discovery, Reuse, str]:
-    """An incremental run's input: discovered, every file fingerprinted once, the store's
-    answer for its dump files, and the digest of it all (:mod:`auditor.sinks.unchanged`)."""
+    """An incremental run's input: discovered, its dump files fingerprinted once, the
+    store's answer for them, and the digest of it all (:mod:`auditor.sinks.unchanged`)."""
     found = discover(snapshot_path, identity.started_at, snapshot_label)
-    fingerprints = file_fingerprints(config.cluster, found.files)
-    reuse = Reuse(spark, (out, config.cluster), [(i, f) for i, f in enumerate(found.files) if f.kind == DUMP],
-                  fingerprints)
+    dumps = [(i, f) for i, f in enumerate(found.files) if f.kind == DUMP]
+    fingerprints = file_fingerprints(config.cluster, [f for _, f in dumps])
+    reuse = Reuse(spark, (out, config.cluster), dumps, fingerprints)
     return found, reuse, unchanged.input_digest(found, fingerprints, config)
 
 
