@@ -81,8 +81,11 @@ def input_digest(found: d.Discovery, dump_fingerprints: Mapping[str, Fingerprint
         if f.kind == d.DUMP:
             known = dump_fingerprints[f.path].fp
         else:
-            st = os.stat(f.path)
-            known = f"{st.st_size}:{st.st_mtime_ns}"
+            try:
+                st = os.stat(f.path)
+                known = f"{st.st_size}:{st.st_mtime_ns}"
+            except OSError as exc:  # gone since discovery: the full audit says what it finds
+                known = f"unreadable:{exc.errno}"
         digest.update("\x00".join([f.rel, f.kind, known]).encode() + b"\n")
     for p in sorted(found.problems, key=lambda p: (p.rel, p.error)):
         digest.update(f"problem\x00{p.rel}\x00{p.broker}\x00{p.error}\n".encode())
