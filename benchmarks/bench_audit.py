@@ -404,12 +404,12 @@ def main() -> None:
                         help="write each audit's Spark event log under this directory, one folder per "
                              "audit (benchmarks/event_log.py reads them)")
     args = parser.parse_args()
-    if args.driver_memory:  # (read by the FLOOR, SCAN_ONLY and AUDIT processes)
-        os.environ["BENCH_SPARK_CONF"] = json.dumps({"spark.driver.memory": args.driver_memory})
     work = Path(args.workdir or tempfile.mkdtemp(prefix="auditor-bench-"))
     auditor = str(Path(PY).with_name("auditor"))
     if args.fixed:
         print(json.dumps(fixed_costs(work, auditor)), flush=True)
+    if args.driver_memory:  # (read by the sizes' FLOOR, SCAN_ONLY and AUDIT processes; not the fixed costs)
+        os.environ["BENCH_SPARK_CONF"] = json.dumps({"spark.driver.memory": args.driver_memory})
     for size in filter(None, args.sizes.split(",")):  # (--sizes "": the fixed costs alone)
         label, sim_args = parse_size(size)
         # (a kept snapshot is reused: its name says its layout, or --layout would be ignored)

@@ -55,7 +55,7 @@ from auditor.sinks.store import Fingerprint
 #: Bumped when what the digest covers changes: a digest of another version never matches.
 DIGEST_VERSION = 1
 #: The tables a run writes besides ``runs``.
-DATA_TABLES = ("findings", "replica_status", "partition_status", "epoch_lineage", "parse_errors")
+DATA_TABLES = tuple(name for name in schemas.OUTPUT_TABLES if name != "runs")
 OVER_TIME = tuple(sorted(c.name for c in REGISTRY if c.scope == "over-time"))
 
 
