@@ -19,7 +19,7 @@ takes writes. Rolled segments keep their bytes and times. Measured, one after th
 - ``incremental_s``: the incremental audit of the next snapshot into the seeded OUT;
   ``files_parsed``/``files`` and ``lines_parsed_share``: what it re-parsed;
 - ``unchanged_s``: the same next snapshot audited incrementally again: nothing changed, so
-  it takes the incremental run's tables when that run had no over-time finding
+  it takes the incremental run's tables, that run's over-time findings left out
   (``unchanged_took_previous``; :mod:`auditor.sinks.unchanged`);
 - ``incremental_over_full`` (issue 13's bar: at most 0.25) and ``unchanged_over_tiny``.
 
