@@ -14,20 +14,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from auditor.version import __version__
 
 __all__ = ["__version__", "audit", "end_offset_for", "load_snapshot"]
 
 if TYPE_CHECKING:
     from auditor.engine import audit
-    from auditor.ingest.snapshot import load_snapshot
+    from auditor.load import load_snapshot
     from auditor.semantics.eoe import end_offset_for
 
 
 def __getattr__(name: str) -> Any:
     # Lazy: `auditor --help` and the pure-Python tests never import pyspark.
     if name == "load_snapshot":
-        from auditor.ingest.snapshot import load_snapshot
+        from auditor.load import load_snapshot
 
         return load_snapshot
     if name == "audit":

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from auditor.checks.registry import CHECKS, FAIL_ON_CHOICES, FORMATS, PROTOCOLS, SEVERITIES
 from auditor.errors import ConfigError
+from auditor.registry import CHECKS, FAIL_ON_CHOICES, FORMATS, PROTOCOLS, SEVERITIES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -55,7 +55,7 @@ class Config:
     @property
     def effective_protocol(self) -> str:
         """The protocol given, or the format's default (SPEC 4.3)."""
-        from auditor.checks.registry import DEFAULT_PROTOCOL
+        from auditor.registry import DEFAULT_PROTOCOL
 
         return self.protocol or DEFAULT_PROTOCOL[self.format]
 

@@ -4,7 +4,7 @@ Read from the Delta tables alone (no Spark). Colour on a terminal, plain text ot
 (``rich`` decides). Shows the leader and why it is the leader (SPEC 4.6), each replica's
 offsets, log lineage and epoch cache, each follower's ground-truth divergence and its
 truncation round by round under the run's protocol (the EOE answers the findings carry),
-and every finding with the SPEC section that defines it.
+and every finding with where docs/contract.md defines its check.
 """
 
 from __future__ import annotations
@@ -20,22 +20,22 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from auditor.checks.registry import REGISTRY
 from auditor.config import Config
 from auditor.errors import UsageError
 from auditor.ingest.discovery import is_kraft_folder
+from auditor.registry import REGISTRY
 from auditor.sinks.runview import PartitionView, RunView, load_run, snapshot_ids
 
-SPEC_OF = {c.name: c.spec for c in REGISTRY}
+DOC_OF = {c.name: c.doc for c in REGISTRY}
 SEVERITY_STYLE = {"CRITICAL": "bold red", "ERROR": "red", "WARNING": "yellow", "INFO": "dim"}
 
 LEADER_REASON = {
-    "metadata": "topics-describe.txt names it as the leader (SPEC 4.6)",
+    "metadata": "topics-describe.txt names it as the leader",
     "inferred": ("no metadata names a leader: the replica with the highest latest epoch of its epoch cache, "
-                 "ties to the higher LEO, then the higher HWM, then the lower broker id (SPEC 4.6)"),
-    "unknown": "no metadata names a leader and no replica has an epoch: no leader-against-follower check ran (SPEC 4.6)",
+                 "ties to the higher LEO, then the higher HWM, then the lower broker id"),
+    "unknown": "no metadata names a leader and no replica has an epoch: no leader-against-follower check ran",
     "quorum-state": ("the quorum-state files of the highest epoch (or metadata-quorum-status.txt) name it: "
-                     "KRaft's metadata log (SPEC 4.7)"),
+                     "KRaft's metadata log"),
 }
 
 
@@ -47,15 +47,17 @@ def is_output_folder(path: str) -> bool:
 def explain_snapshot(snapshot: str, topic: str, partition: int, config: Config,
                      progress: Callable[[str], None] = lambda _: None, file: IO[str] | None = None) -> PartitionView:
     """Audit ``snapshot`` into a temporary OUT (in this process), then explain the partition."""
-    from auditor.run import is_small_input, run_audit
+    from auditor.run import prepare, run_audit
     from auditor.spark import build_session
 
     progress(f"auditing {snapshot} first (the tables go to a temporary folder)")
-    spark = build_session(config.master, conf=config.spark_conf, small_input=is_small_input(snapshot),
+    prepared = prepare(snapshot, config)
+    spark = build_session(config.master, conf=config.spark_conf, small_input=prepared.policy.small_input,
                           work_parent=config.work_dir)
     spark.sparkContext.setLogLevel("ERROR")
     with tempfile.TemporaryDirectory(prefix="auditor-explain-") as out:
-        result = run_audit(spark, snapshot, out, replace(config, fail_on="never"), progress=progress)
+        result = run_audit(spark, snapshot, out, replace(config, fail_on="never"), progress=progress,
+                           prepared=prepared)
         return explain(out, topic, partition, run_id=result.run_id, file=file)
 
 
@@ -141,7 +143,7 @@ def render(view: RunView, p: PartitionView, console: Console) -> None:
         console.print(Text.assemble(
             (f"  {f['severity']:<8}", SEVERITY_STYLE.get(f["severity"], "")),
             f" {f['check']} ({where}{offsets}){' [suppressed]' if f['suppressed'] else ''}: {f['message']}",
-            (f" [SPEC {SPEC_OF.get(f['check'], '5')}]", "dim")))
+            (f" [{DOC_OF.get(f['check'], 'docs/contract.md#checks')}]", "dim")))
 
 
 def _n(value: object) -> str:

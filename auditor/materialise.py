@@ -8,8 +8,9 @@ with their declared schemas. Files on disk are never evicted and never recompute
 later query, and the summary, reads exactly the same rows; and the planner sees their real
 size.
 
-A small input's cut points (:data:`COLLECT_CONF`) are computed by the same one job, collected
-to the driver as Arrow instead of written by Spark, and written by pyarrow in the same layout.
+A small input's cut points (:attr:`auditor.policy.Plan.collect`) are computed by the same one
+job, collected to the driver as Arrow instead of written by Spark, and written by pyarrow
+in the same layout.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructField, StructType
 
-from auditor.spark import LOCAL_BYTES, local_frame, one_partition, union_tree
+from auditor.columns import col, lit
+from auditor.frames import LOCAL_BYTES, local_frame, union_tree
+from auditor.policy import Plan
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +42,7 @@ def frame_dir(work_dir: str, label: str, name: str) -> str:
     return os.path.join(work_dir, label, f"{TAG}={name}")
 
 
-def materialise(frames: dict[str, DataFrame], work_dir: str, label: str) -> dict[str, DataFrame]:
+def materialise(frames: dict[str, DataFrame], work_dir: str, label: str, plan: Plan = Plan()) -> dict[str, DataFrame]:
     """Compute ``frames`` in one Spark job and return DataFrames reading the stored rows.
 
     Args:
@@ -47,14 +50,16 @@ def materialise(frames: dict[str, DataFrame], work_dir: str, label: str) -> dict
             and types (nullability aside: Parquet columns read back nullable).
         work_dir: the run's work directory (:func:`new_work_dir`).
         label: the cut point's name, unique within the run.
+        plan: the stretch of the run it belongs to: collected or written by Spark, and
+            how its frames are read back (:class:`auditor.policy.Plan`).
 
     Returns:
         name -> DataFrame over the stored rows of that frame (:func:`stored_frame`; no job
         to read the schema).
     """
     spark = next(iter(frames.values())).sparkSession
-    collect = spark.conf.get(COLLECT_CONF, "false") == "true"
-    tagged = [df.select(F.lit(name).alias(TAG), _as_struct(df, name, nullable=collect)) for name, df in frames.items()]
+    collect = plan.collect
+    tagged = [df.select(lit(name).alias(TAG), _as_struct(df, name, nullable=collect)) for name, df in frames.items()]
     union = union_tree(tagged, lambda a, b: a.unionByName(b, allowMissingColumns=True))
     context = spark.sparkContext
     context.setJobDescription(f"{label}: {', '.join(frames)}")  # names the job in Spark's UI and event log
@@ -78,7 +83,7 @@ def materialise(frames: dict[str, DataFrame], work_dir: str, label: str) -> dict
         context.setJobDescription(None)  # type: ignore[arg-type]
         for key, value in call_site.items():
             context.setLocalProperty(key, value)  # type: ignore[arg-type]
-    return {name: stored_frame(spark, work_dir, label, name, df.schema, rows=collected.get(name))
+    return {name: stored_frame(spark, work_dir, label, name, df.schema, rows=collected.get(name), plan=plan)
             for name, df in frames.items()}
 
 
@@ -91,22 +96,11 @@ def materialise(frames: dict[str, DataFrame], work_dir: str, label: str) -> dict
 CALL_SITE = ("callSite.short", "callSite.long")
 
 
-#: A session setting: "true" while the cut points being computed are a small input's
-#: (``auditor.run.SMALL_INPUT_CONF``, and the test suite's session). Each cut point is then
-#: still one Spark job, but a collect of its rows as Arrow, written by pyarrow in the layout
-#: Spark's write makes (one folder per frame, a struct column named after it), not a Spark
-#: write: no output committer (temporary folders, a rename per file, a marker file), no
-#: listing, no write planning. Measured 2026-11-27 on a warm session: ~0.08 s against
-#: ~0.15 s per cut point of a few thousand rows; an audit has 16 of them. Never for a
-#: large input: its rows would all pass through the driver.
-COLLECT_CONF = "spark.auditor.collectCutPoints"
-
-
 def _as_struct(df: DataFrame, name: str, *, nullable: bool) -> Column:
     """``df``'s columns as one struct column named ``name``; with ``nullable``, every field
     (and element, and value) of it nullable, as the frames of a union collected as Arrow must
     be (rows of the other frames hold a null struct) and as they are read back anyway."""
-    struct = F.struct(*[F.col(f"`{c}`") for c in df.columns])
+    struct = F.struct(*[col(f"`{c}`") for c in df.columns])
     return (struct.cast(_nullable(df.schema)) if nullable else struct).alias(name)
 
 
@@ -127,15 +121,13 @@ def _write_collected(table: pa.Table, names: list[str], work_dir: str, label: st
     return written
 
 
-#: A stored frame of at most this many rows, and at most :data:`SMALL_FRAME_BYTES` of
-#: Parquet files, comes back as rows in the plan (a local relation), not as a file scan.
-#: ``tests/conftest.large_input`` sets it to -1 (every frame a scan, as at scale).
-SMALL_FRAME_ROWS = 10_000
+#: A stored frame of at most :attr:`auditor.policy.Plan.local_rows` rows and this many bytes
+#: of Parquet files comes back as rows in the plan (a local relation), not as a file scan.
 SMALL_FRAME_BYTES = 1 << 20
 
 
 def stored_frame(spark: SparkSession, work_dir: str, label: str, name: str, schema: StructType,
-                 rows: pa.Table | None = None) -> DataFrame:
+                 rows: pa.Table | None = None, plan: Plan = Plan()) -> DataFrame:
     """Frame ``name`` of a stored cut point, with ``schema`` (nullable, as Parquet reads it
     back): a small one as a local relation of its rows, read by the driver with pyarrow
     (or ``rows``, the stored rows the caller already holds); a larger one as a Parquet scan
@@ -150,18 +142,18 @@ def stored_frame(spark: SparkSession, work_dir: str, label: str, name: str, sche
     11.1-14.5 s against 14.6-19.0 s, the first audit of a session 23.2-26.9 s against
     27.7-30.1 s; every table the same. Larger frames stay scans: a plan holds a local
     relation's rows as JVM objects, once per query that filters or projects it
-    (:func:`auditor.spark.arrow_frame`).
+    (:func:`auditor.frames.arrow_frame`).
     """
     files = frame_files(work_dir, label, name)
     if not files:
-        return local_frame(spark, [], schema)
+        return local_frame(spark, [], schema, narrow=plan.narrow)
     small = sum(os.path.getsize(f) for f in files) <= SMALL_FRAME_BYTES and \
-        (rows.num_rows if rows is not None else stored_rows(work_dir, label, name)) <= SMALL_FRAME_ROWS
+        (rows.num_rows if rows is not None else stored_rows(work_dir, label, name)) <= plan.local_rows
     table = (rows if rows is not None else read_frame_arrow(work_dir, label, name)) if small else None
     if table is None or table.nbytes > LOCAL_BYTES:
-        return read_frame(spark, work_dir, label, name, schema)
+        return read_frame(spark, work_dir, label, name, schema, plan)
     struct = _nullable(schema)
-    return one_partition(spark.createDataFrame(table.select(struct.fieldNames()).cast(to_arrow_schema(struct)), struct))
+    return plan.narrowed(spark.createDataFrame(table.select(struct.fieldNames()).cast(to_arrow_schema(struct)), struct))
 
 
 def _nullable(schema: StructType) -> StructType:
@@ -179,13 +171,14 @@ def _nullable(schema: StructType) -> StructType:
     return StructType.fromJson(marked)
 
 
-def read_frame(spark: SparkSession, work_dir: str, label: str, name: str, schema: StructType) -> DataFrame:
+def read_frame(spark: SparkSession, work_dir: str, label: str, name: str, schema: StructType,
+               plan: Plan = Plan()) -> DataFrame:
     """Frame ``name`` of a stored cut point, with ``schema`` (empty when it had no rows)."""
     path = frame_dir(work_dir, label, name)
     if not os.path.isdir(path):
-        return local_frame(spark, [], schema)
+        return local_frame(spark, [], schema, narrow=plan.narrow)
     wrapped = StructType([StructField(name, schema)])
-    return one_partition(spark.read.schema(wrapped).parquet(path).select(f"`{name}`.*"))
+    return plan.narrowed(spark.read.schema(wrapped).parquet(path).select(f"`{name}`.*"))
 
 
 def frame_files(work_dir: str, label: str, name: str) -> list[str]:

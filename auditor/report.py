@@ -21,8 +21,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from auditor.checks.registry import SEVERITY_RANK
 from auditor.ingest.discovery import is_kraft_folder
+from auditor.registry import REGISTRY, SEVERITY_RANK
 from auditor.sinks.runview import (
     PartitionView,
     Row,
@@ -38,6 +38,10 @@ DEFAULT_MAX_DIAGRAMS = 200
 SEVERITY_COLOURS = {"CRITICAL": "#b71c1c", "ERROR": "#e65100", "WARNING": "#f9a825", "INFO": "#607d8b"}
 EPOCH_COLOURS = ("#4e79a7", "#59a14f", "#9c755f", "#b07aa1", "#76b7b2", "#edc948", "#ff9da7", "#bab0ac",
                  "#86bcb6", "#8cd17d")
+
+
+#: check -> one line on what its findings mean
+SUMMARY = {c.name: c.summary for c in REGISTRY}
 
 
 def _e(value: object) -> str:
@@ -237,11 +241,12 @@ def _overview(view: RunView) -> str:
 
 def _by_check(view: RunView) -> str:
     by_check = sorted(findings_by_check(view.tables["findings"]), key=lambda r: (-SEVERITY_RANK[r[1]], r[0]))
-    rows = "".join(f"<tr><td>{_sev(sev)}</td><td>{_e(check)}</td><td>{n - sup}</td><td>{sup}</td></tr>"
-                   for check, sev, n, sup in by_check)
-    rows = rows or '<tr><td colspan="4">no findings</td></tr>'
-    return ("<h2>Findings by check</h2><table><tr><th>severity</th><th>check</th><th>findings</th>"
-            f"<th>suppressed (allowlisted)</th></tr>{rows}</table>")
+    rows = "".join(f"<tr><td>{_sev(sev)}</td><td>{_e(check)}</td><td>{_e(SUMMARY.get(check, ''))}</td>"
+                   f"<td>{n - sup}</td><td>{sup}</td></tr>" for check, sev, n, sup in by_check)
+    rows = rows or '<tr><td colspan="5">no findings</td></tr>'
+    return ("<h2>Findings by check</h2><p class=muted>Each check, its severity and its offset range: "
+            "docs/contract.md, \"Checks\", in the auditor's source.</p><table><tr><th>severity</th><th>check</th>"
+            f"<th>meaning</th><th>findings</th><th>suppressed (allowlisted)</th></tr>{rows}</table>")
 
 
 def _trend(view: RunView) -> str:
@@ -290,7 +295,7 @@ def _rounds_table(p: PartitionView) -> str:
             f"<td>{_e(x.get('leader_epoch'))}, {_e(x.get('leader_offset'))}</td>"
             f"<td>{_e(x.get('follower_epoch'))}, {_e(x.get('follower_offset'))}</td>"
             f"<td>{_e(x.get('effective_offset', x.get('offset')))}</td></tr>" for x in rounds)
-        blocks.append(f"<p>Follower {r['replica']}: truncation rounds (EOE answers, SPEC 4.2-4.3)</p><table>"
+        blocks.append(f"<p>Follower {r['replica']}: truncation rounds (EOE answers)</p><table>"
                       "<tr><th>round</th><th>requested epoch</th><th>leader (epoch, end offset)</th>"
                       f"<th>follower (epoch, end offset)</th><th>truncates to</th></tr>{rows}</table>")
     return "".join(blocks)

@@ -15,49 +15,40 @@ import logging
 import os
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
-from auditor import __version__
-from auditor.checks.registry import SEVERITY_RANK
 from auditor.config import Config, validate_run_id
 from auditor.engine import audit
 from auditor.errors import (
-    InconsistentResultError,
     UsageError,
     failure_recorded,
     failure_text,
     mark_recorded,
 )
 from auditor.ingest.discovery import DUMP, Discovery, discover
-from auditor.ingest.model import Snapshot
-from auditor.ingest.snapshot import SMALL_INPUT_BYTES, Reuse, file_fingerprints, load_snapshot
-from auditor.materialise import (
-    COLLECT_CONF,
-    materialise,
-    read_frame_arrow,
-    stream_frame_arrow,
-)
+from auditor.load import load_snapshot, measure
+from auditor.load.reuse import Reuse, file_fingerprints
+from auditor.materialise import read_frame_arrow, stream_frame_arrow
+from auditor.policy import SizePolicy
 from auditor.sinks import commit, schemas, unchanged
 from auditor.sinks import delta as io
-from auditor.sinks.runview import findings_by_check
-from auditor.spark import (
-    ONE_PARTITION_CONF,
-    SMALL_TABLE_CONF,
-    fit_shuffle_partitions,
-    is_local_master,
-    replica_sized,
-    scratch_root,
-    session_conf,
-    small_input_plans,
+from auditor.sinks.history import read_history
+from auditor.spark import fit_shuffle_partitions, is_local_master
+from auditor.summary import (
+    RunResult,
+    check_consistent,
+    finding_summary,
+    run_counts,
+    severity_counts,
+    worst_partitions,
 )
+from auditor.version import __version__
 from auditor.workdir import new_work_dir, remove_work_dir
 
 logger = logging.getLogger(__name__)
@@ -67,23 +58,33 @@ OUTPUT = "output"  # the cut point holding the output tables
 Progress = Callable[[str], None]
 
 
-@dataclass
-class RunResult:
-    """What a finished run reports."""
-
-    run_id: str
-    out: str
-    writer: str
-    counts: dict[str, Any]
-    findings_by_check: list[tuple[str, str, int, int]] = field(default_factory=list)
-    worst_partitions: list[tuple[str, int, str, int]] = field(default_factory=list)
-    failing: int = 0
-    exit_code: int = 0
-    seconds: float = 0.0
-
-
 def _quiet(_: str) -> None:
     return None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A run's input walked once, before Spark reads it (or starts: the JVM of a small
+    input's run is started for it, :func:`auditor.spark.build_session`)."""
+
+    #: the run's start: the label of an unlabelled snapshot, ``runs.started_at``
+    started: datetime
+    #: the discovery of a Kafka snapshot (None for the other formats)
+    found: Discovery | None
+    #: the input's size policy (:mod:`auditor.policy`)
+    policy: SizePolicy
+
+
+def prepare(snapshot_path: str, config: Config, snapshot_label: str | None = None,
+            started: datetime | None = None) -> Prepared:
+    """Walk the input once and measure its size policy (no Spark).
+
+    Raises:
+        InputError, UsageError: as :func:`auditor.ingest.discovery.discover`.
+    """
+    started = started or datetime.now(timezone.utc)
+    found = discover(snapshot_path, started, snapshot_label) if config.format == "kafka" else None
+    return Prepared(started, found, measure(snapshot_path, config.format, found, incremental=config.incremental))
 
 
 def run_audit(
@@ -95,8 +96,12 @@ def run_audit(
     run_id: str | None = None,
     snapshot_label: str | None = None,
     progress: Progress = _quiet,
+    prepared: Prepared | None = None,
 ) -> RunResult:
     """Audit ``snapshot_path`` and write the tables under ``out``.
+
+    Args:
+        prepared: the input as :func:`prepare` walked it (default: walked here).
 
     Raises:
         AuditorError: bad input or usage (exit 2); a FAILED ``runs`` row is added when
@@ -104,8 +109,9 @@ def run_audit(
     """
     run_id = validate_run_id(run_id or str(uuid.uuid4()))
     check_paths(snapshot_path, out, config)
-    started = datetime.now(timezone.utc)
     t0 = time.monotonic()
+    prepared = prepared or prepare(snapshot_path, config, snapshot_label)
+    started = prepared.started
     io.check_writable(out)
     writer = io.choose_writer(spark)
     identity = commit.RunIdentity(
@@ -116,15 +122,15 @@ def run_audit(
     work_dir = new_work_dir(root)
     fit_shuffle_partitions(spark)
     try:
-        with recorded_end(writer, out, identity), scratch_root(root):
-            computed = compute_run(spark, snapshot_path, out, config, identity, work_dir,
+        with recorded_end(writer, out, identity):
+            computed = compute_run(spark, snapshot_path, out, config, identity, work_dir, prepared,
                                    snapshot_label=snapshot_label, progress=progress)
             by_check, failing = land_run(computed, out, config, writer, progress=progress)
     finally:
         remove_work_dir(work_dir)
     return RunResult(
         run_id=run_id, out=out, writer=writer.name, counts=computed.counts, findings_by_check=by_check,
-        worst_partitions=_worst_partitions(computed.arrow["partition_status"]),
+        worst_partitions=worst_partitions(computed.arrow["partition_status"]),
         failing=failing, exit_code=1 if failing else 0, seconds=time.monotonic() - t0)
 
 
@@ -184,55 +190,45 @@ class ComputedRun:
 
 
 def compute_run(spark: SparkSession, snapshot_path: str, out: str, config: Config,
-                identity: commit.RunIdentity, work_dir: str, *, snapshot_label: str | None = None,
-                progress: Progress = _quiet) -> ComputedRun:
+                identity: commit.RunIdentity, work_dir: str, prepared: Prepared, *,
+                snapshot_label: str | None = None, progress: Progress = _quiet) -> ComputedRun:
     """Parse and audit ``snapshot_path``: every output table computed and stored under
     ``work_dir`` (nothing is written to ``out``; its history is read)."""
-    found = reuse = digest = None
+    found, reuse, digest = prepared.found, None, None
     if config.incremental:
         progress(f"fingerprinting the input under {snapshot_path}")
-        found, reuse, digest = _incremental_input(spark, snapshot_path, out, config, identity, snapshot_label)
+        assert found is not None
+        reuse, digest = _incremental_input(spark, found, out, config)
         taken = _take_unchanged(spark, out, config, identity, work_dir, found, reuse, digest, progress)
         if taken is not None:
             return taken
-    # (the settings of a small input are put back when this ends, whatever happens)
-    small = is_small_input(snapshot_path)
-    with session_conf(spark, SMALL_INPUT_CONF if small else {}):
-        progress(f"reading and parsing the input under {snapshot_path}")
-        # (a small input's parsing in one partition: auditor.spark.small_input_plans)
-        with small_input_plans(small):
-            snap = load_snapshot(spark, snapshot_path, format=config.format, snapshot=snapshot_label,
-                                 default_snapshot=identity.started_at, work_dir=work_dir,
-                                 store=(out, config.cluster) if config.incremental else None,
-                                 found=found, reuse=reuse)
-        progress(f"{snap.files_read} input files parsed ({sum(snap.files_skipped.values())} skipped); auditing")
-        history = io.read_history(spark, out, config.cluster, identity.run_id)
-        with replica_sized(spark, snap.replica_estimate):
-            tables = audit(snap, identity.protocol, run_id=identity.run_id, cluster=config.cluster,
-                           audit_time=identity.started_at, config=config, history=history)
-            progress("computing the output tables")
-            # One job computes every output table into the run's work dir; the writer, the
-            # summary and the exit status all read those same stored rows.
-            stored = materialise(tables, work_dir, OUTPUT)
-    arrow = {name: stored_arrow(work_dir, name) for name in tables}
-    summary_before = _finding_summary(arrow["findings"], config.fail_on)
-    counts = _counts(snap, arrow, summary_before[0])
+    progress(f"reading and parsing the input under {snapshot_path}")
+    snap = load_snapshot(spark, snapshot_path, format=config.format, snapshot=snapshot_label,
+                         default_snapshot=identity.started_at, work_dir=work_dir,
+                         store=(out, config.cluster) if config.incremental else None,
+                         found=found, reuse=reuse, policy=prepared.policy)
+    progress(f"{snap.files_read} input files parsed ({sum(snap.files_skipped.values())} skipped); auditing")
+    history = read_history(spark, out, config.cluster, identity.run_id)
+    # One job computes every output table into the run's work dir; the writer, the summary
+    # and the exit status all read those same stored rows.
+    stored = audit(snap, identity.protocol, run_id=identity.run_id, cluster=config.cluster,
+                   audit_time=identity.started_at, config=config, history=history, output=OUTPUT)
+    arrow = {name: stored_arrow(work_dir, name) for name in stored}
+    summary_before = finding_summary(arrow["findings"], config.fail_on)
+    counts = run_counts(snap, arrow, summary_before[0])
     if digest is not None:
         counts["input_digest"] = digest
     return ComputedRun(identity=identity, work_dir=work_dir, stored=stored.__getitem__, arrow=arrow,
                        summary_before=summary_before, counts=counts, store=snap.store)
 
 
-def _incremental_input(spark: SparkSession, snapshot_path: str, out: str, config: Config,
-                       identity: commit.RunIdentity, snapshot_label: str | None
-                       ) -> tuple[Discovery, Reuse, str]:
-    """An incremental run's input: discovered, its dump files fingerprinted once, the
-    store's answer for them, and the digest of it all (:mod:`auditor.sinks.unchanged`)."""
-    found = discover(snapshot_path, identity.started_at, snapshot_label)
+def _incremental_input(spark: SparkSession, found: Discovery, out: str, config: Config) -> tuple[Reuse, str]:
+    """An incremental run's input: its dump files fingerprinted once, the store's answer
+    for them, and the digest of it all (:mod:`auditor.sinks.unchanged`)."""
     dumps = [(i, f) for i, f in enumerate(found.files) if f.kind == DUMP]
     fingerprints = file_fingerprints(config.cluster, [f for _, f in dumps])
     reuse = Reuse(spark, (out, config.cluster), dumps, fingerprints)
-    return found, reuse, unchanged.input_digest(found, fingerprints, config)
+    return reuse, unchanged.input_digest(found, fingerprints, config)
 
 
 def _take_unchanged(spark: SparkSession, out: str, config: Config, identity: commit.RunIdentity, work_dir: str,
@@ -247,8 +243,8 @@ def _take_unchanged(spark: SparkSession, out: str, config: Config, identity: com
     progress(f"nothing changed since run {previous.run_id} (the same input digest): its tables are this run's")
     tables = unchanged.previous_tables(out, config.cluster, previous, identity.run_id, identity.started_at,
                                        found.snapshots[0])
-    summary_before = _finding_summary(tables["findings"], config.fail_on)
-    counts = {**previous.counts, "files_parsed": 0, "findings": _severity_counts(summary_before[0]),
+    summary_before = finding_summary(tables["findings"], config.fail_on)
+    counts = {**previous.counts, "files_parsed": 0, "findings": severity_counts(summary_before[0]),
               "input_digest": digest, "reused_run": previous.run_id}
     schema = schemas.OUTPUT_TABLES
     return ComputedRun(identity=identity, work_dir=work_dir,
@@ -265,7 +261,7 @@ def land_run(run: ComputedRun, out: str, config: Config, writer: io.TableWriter,
 
     def still_consistent() -> None:
         findings = run.read_back("findings") if run.read_back is not None else stored_arrow(run.work_dir, "findings")
-        after.append(_finding_summary(findings, config.fail_on))
+        after.append(finding_summary(findings, config.fail_on))
         check_consistent(run.summary_before, after[0],
                          getattr(writer, "rows_written", {}).get(io.table_path(out, "findings")))
 
@@ -277,39 +273,6 @@ def land_run(run: ComputedRun, out: str, config: Config, writer: io.TableWriter,
         after=(lambda: _save_store(out, config, run.identity.run_id, reuse, run.work_dir, progress))
         if reuse is not None else None)
     return after[0]
-
-
-#: Settings for the run of a small input, where Spark's fixed costs dominate: no code
-#: compilation (compiling ~200 stages costs more than it saves), one shuffle partition and
-#: no broadcasts (each broadcast is a job of its own). Measured on the demo input (1,000
-#: batches): 52 s and 107 jobs -> 34 s and 29 jobs, with -XX:TieredStopAtLevel=1 from
-#: :func:`auditor.spark.build_session`. Broadcast hints are ignored too: a broadcast, even
-#: of a local relation, is a job, where a one-partition shuffle join is a stage of the job
-#: that needs it (the demo: 29 -> 15 jobs). Its cut points are collected, not written by
-#: Spark (:data:`auditor.materialise.COLLECT_CONF`). With the auditor's jar, its shuffles
-#: into that one partition are coalesces (:data:`auditor.spark.ONE_PARTITION_CONF`).
-SMALL_INPUT_CONF: dict[str, str | None] = {**SMALL_TABLE_CONF, "spark.sql.shuffle.partitions": "1",
-                                           COLLECT_CONF: "true", **ONE_PARTITION_CONF}
-
-
-def is_small_input(path: str, limit: int = SMALL_INPUT_BYTES) -> bool:
-    """True when the files under ``path`` add up to less than ``limit`` bytes (the walk
-    stops as soon as they reach it)."""
-    total = 0
-    stack = [path]
-    while stack:
-        try:
-            with os.scandir(stack.pop()) as entries:
-                for entry in entries:
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-                    elif entry.is_file(follow_symlinks=False):
-                        total += entry.stat(follow_symlinks=False).st_size
-                        if total >= limit:
-                            return False
-        except OSError:
-            continue
-    return True
 
 
 def check_paths(snapshot_path: str, out: str, config: Config | None = None) -> None:
@@ -359,49 +322,6 @@ def stored_arrow(work_dir: str, name: str) -> pa.Table:
     return pa.Table.from_arrays([table.column(f.name).cast(f.type) for f in target], schema=target)
 
 
-def _counts(snap: Snapshot, tables: dict[str, pa.Table], by_check: list[tuple[str, str, int, int]]
-            ) -> dict[str, Any]:
-    """``runs.counts``: what was read, parsed, skipped and found, from stored rows (no job)."""
-    acc = read_frame_arrow(snap.work_dir, "snapshot", "accounting")
-
-    def total(column: str) -> int:
-        return 0 if acc is None else int(pc.sum(acc.column(column)).as_py() or 0)
-
-    rs = tables["replica_status"]
-    partitions = rs.select(["snapshot", "topic", "partition"]).group_by(
-        ["snapshot", "topic", "partition"]).aggregate([]).num_rows
-    pe = tables["parse_errors"]
-    return {
-        "files": 0 if acc is None else acc.num_rows,
-        "files_skipped": sum(snap.files_skipped.values()),
-        # input files parsed by this run: fewer than ``files`` when an incremental run read
-        # unchanged dump files from its store
-        "files_parsed": (0 if acc is None else acc.num_rows) if snap.files_parsed is None else snap.files_parsed,
-        "files_unusable": int(pe.column("line_number").null_count),
-        "lines": total("lines"),
-        "lines_parsed": total("lines_parsed"),
-        "lines_skipped": total("lines_skipped"),
-        "lines_quarantined": total("lines_quarantined"),
-        "parse_errors": pe.num_rows,
-        "batches": int(pc.sum(rs.column("batch_count")).as_py() or 0),
-        "partitions": partitions,
-        "replicas": rs.num_rows,
-        "snapshots": len(snap.snapshots),
-        "findings": _severity_counts(by_check),
-        # etcd: which replica id each member folder got (the ``replica`` column)
-        **({"members": dict(sorted(snap.members.items(), key=lambda kv: kv[1]))}
-           if snap.members is not None else {}),
-    }
-
-
-def _severity_counts(by_check: list[tuple[str, str, int, int]]) -> dict[str, int]:
-    """``runs.counts.findings``: findings per severity, suppressed ones included."""
-    sev: Counter[str] = Counter()
-    for _, severity, n, _ in by_check:
-        sev[severity] += n
-    return {s: sev[s] for s in ("CRITICAL", "ERROR", "WARNING", "INFO")}
-
-
 def _save_store(out: str, config: Config, run_id: str, reuse: Reuse, work_dir: str, progress: Progress) -> None:
     """Add what this incremental run parsed to OUT's store, then prune it (under OUT's lock,
     after the run landed: :func:`auditor.sinks.commit.land`)."""
@@ -417,38 +337,6 @@ def _save_store(out: str, config: Config, run_id: str, reuse: Reuse, work_dir: s
                  f"{config.store_keep_runs} used, {sum(pruned.rows_deleted.values())} rows deleted, "
                  f"{pruned.files_vacuumed} old files vacuumed"
                  + (f", {', '.join(pruned.compacted)} compacted" if pruned.compacted else ""))
-
-
-def _finding_summary(findings: pa.Table | DataFrame, fail_on: str) -> tuple[list[tuple[str, str, int, int]], int]:
-    """Findings per (check, severity) with how many are suppressed, and how many count
-    towards the exit status at ``fail_on``."""
-    if isinstance(findings, DataFrame):
-        findings = findings.select("check", "severity", "suppressed").toArrow()
-    by_check = findings_by_check(findings)
-    if fail_on == "never":
-        return by_check, 0
-    threshold = SEVERITY_RANK[fail_on.upper()]
-    failing = sum(n - s for check, sev, n, s in by_check if SEVERITY_RANK[sev] >= threshold)
-    return by_check, failing
-
-
-def _worst_partitions(partition_status: pa.Table, limit: int = 10) -> list[tuple[str, int, str, int]]:
-    """Up to ``limit`` partitions with a WARNING or worse, most severe first (for the summary)."""
-    rows = [r for r in partition_status.select(["topic", "partition", "worst_severity", "finding_count"]).to_pylist()
-            if r["worst_severity"] in ("CRITICAL", "ERROR", "WARNING")]
-    rows.sort(key=lambda r: (-SEVERITY_RANK[r["worst_severity"]], -r["finding_count"], r["topic"], r["partition"]))
-    return [(r["topic"], int(r["partition"]), r["worst_severity"], int(r["finding_count"])) for r in rows[:limit]]
-
-
-def check_consistent(before: tuple[list[tuple[str, str, int, int]], int],
-                     after: tuple[list[tuple[str, str, int, int]], int], rows_written: int | None) -> None:
-    """Raise :class:`InconsistentResultError` unless the findings summary taken before the
-    writes equals the one taken after, and the writer wrote as many findings as it counts."""
-    total = sum(n for _, _, n, _ in after[0])
-    if after != before or rows_written not in (None, total):
-        raise InconsistentResultError(
-            f"findings changed while the run was writing them (before: {before[0]}; after: {after[0]}; "
-            f"rows written: {rows_written}); the run was rolled back, re-run it")
 
 
 def _record_failure(writer: io.TableWriter, out: str, run: commit.RunIdentity, exc: BaseException) -> None:
@@ -477,31 +365,3 @@ def record_early_failure(out: str, run_id: str | None, config: Config, started: 
         return False
 
 
-def format_summary(result: RunResult) -> str:
-    """The short human summary ``audit`` prints at the end."""
-    c = result.counts
-    lines = [
-        f"run {result.run_id}: {c['partitions']} partitions, {c['replicas']} replicas, "
-        f"{c['batches']} batches in {result.seconds:.1f}s",
-        f"input: {c['files']} files read ({c['files_skipped']} skipped, {c['files_unusable']} unusable), "
-        f"{c['lines']} lines = {c['lines_parsed']} parsed + {c['lines_skipped']} skipped "
-        f"+ {c['lines_quarantined']} quarantined",
-        f"parse errors: {c['parse_errors']}",
-    ]
-    if "members" in c:  # etcd: a WAL record counts as a line
-        lines.insert(2, "etcd members (replica = member=NAME): "
-                     + ", ".join(f"{rid} = {name}" for name, rid in c["members"].items()))
-    if result.findings_by_check:
-        lines.append("findings:")
-        for check, sev, n, suppressed in result.findings_by_check:
-            extra = f" ({suppressed} suppressed)" if suppressed else ""
-            lines.append(f"  {sev:<8} {check:<24} {n}{extra}")
-    else:
-        lines.append("findings: none")
-    if result.worst_partitions:
-        lines.append("partitions to look at (worst severity, findings):")
-        for topic, partition, sev, n in result.worst_partitions:
-            lines.append(f"  {topic}-{partition}: {sev}, {n}")
-    lines.append(f"tables ({result.writer}): {result.out}/{{runs,findings,replica_status,"
-                 f"partition_status,epoch_lineage,parse_errors}}")
-    return "\n".join(lines)

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import functools
 import logging
 import os
 import re
 import sys
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from auditor.jvm import use_options as archive_options
+from auditor.workdir import new_work_dir
 
-    import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from pyspark.sql import SparkSession
 
 logger = logging.getLogger(__name__)
 
@@ -140,10 +137,6 @@ def build_session(
     """
     from pyspark.sql import SparkSession
 
-    from auditor import jvmlookups
-
-    # (PySpark's lookups of JVM static methods made once, not at every column: auditor.jvmlookups)
-    jvmlookups.install()
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -182,10 +175,8 @@ def build_session(
         # built, when there is one (not while building one: one dynamic archive at a time),
         # and runs the throughput collector. (Under spark-submit the driver's JVM is already
         # running, with the options its user gave it.)
-        from auditor import classarchive
-
         building = any(o.startswith("-XX:ArchiveClassesAtExit") for o in extra_java_options)
-        java_options += ([] if building else classarchive.use_options()) + list(extra_java_options)
+        java_options += ([] if building else archive_options()) + list(extra_java_options)
         java_options += collector_options(extra_java_options, os.environ)
         if local:
             java_options += _own_temp_dir(settings, conf or {}, java_options, work_parent)
@@ -194,13 +185,6 @@ def build_session(
         # executor options.)
         settings["spark.driver.extraJavaOptions"] = " ".join(java_options)
     settings.update(conf or {})
-    if local and not _launched_by_spark_submit():
-        # Hadoop's local file system without a `chmod` child process per file a write
-        # creates, and the one-partition shuffle rule (auditor.localjar; only when
-        # `auditor warm-up` has built its jar).
-        from auditor import localjar
-
-        settings.update(localjar.session_conf(settings))
     if not local:
         # Executors in their own JVMs take only the cluster's and these options: without
         # this flag they run the scan's wide generated methods interpreted (measured on the
@@ -237,8 +221,6 @@ def _own_temp_dir(settings: dict[str, str], conf: Mapping[str, str], java_option
     if ("spark.local.dir" in theirs or os.environ.get("SPARK_LOCAL_DIRS")
             or any(o.startswith("-Djava.io.tmpdir=") for o in chosen)):
         return []
-    from auditor.workdir import new_work_dir
-
     path = new_work_dir(os.path.abspath(parent) if parent is not None else None)
     settings["spark.local.dir"] = path
     return [f"-Djava.io.tmpdir={path}"]
@@ -316,96 +298,6 @@ def has_delta_classes(spark: SparkSession) -> bool:
         return False
 
 
-#: Above this many rows, or :data:`LOCAL_BYTES` of Arrow data, driver-side rows are stored
-#: as a Parquet file instead of a local relation (:func:`arrow_frame`).
-LOCAL_ROWS = 10_000
-LOCAL_BYTES = 4 << 20
-
-
-def local_frame(spark: SparkSession, rows: Sequence[Sequence[object]], schema: StructType | str) -> DataFrame:
-    """A DataFrame of driver-side rows (file lists, lookup tables), as :func:`arrow_frame`
-    makes it."""
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import StructType, _parse_datatype_string
-
-    struct = schema if isinstance(schema, StructType) else _parse_datatype_string(schema)
-    assert isinstance(struct, StructType)
-    arrow_schema = to_arrow_schema(struct)
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in struct.fields]
-    table = pa.Table.from_arrays(
-        [pa.array(list(col), type=field.type) for col, field in zip(columns, arrow_schema, strict=True)],
-        schema=arrow_schema)
-    return arrow_frame(spark, [table], struct)
-
-
-def arrow_frame(spark: SparkSession, chunks: Iterable[pa.Table], struct: StructType) -> DataFrame:
-    """A DataFrame of driver-side Arrow rows, given as tables of ``struct``'s columns in
-    turn (only one chunk is held at a time).
-
-    Up to :data:`LOCAL_ROWS` rows and :data:`LOCAL_BYTES` in one chunk: a local relation
-    built through Arrow. The plan holds the rows themselves (``LocalTableScan``), so reading
-    or broadcasting them starts no Python worker and no Spark job, where
-    ``createDataFrame`` over a Python list is a Python RDD (about a second per use on a cold
-    JVM).
-
-    More rows (the file list of a 100,000-partition cluster, its checkpoint files' text) are
-    written by pyarrow to a Parquet file in a directory of this process under the run's
-    scratch root (:func:`scratch_root`: on a cluster, a folder the executors see), and read
-    from there: every plan that filters or projects a local relation keeps its own copy of
-    the rows as boxed JVM objects (Catalyst's ``ConvertToLocalRelation``), which was ~1.3 GB
-    of a 2 GB heap for 300,000 files.
-
-    Either way in one partition where :func:`one_partition` says so (a small input's
-    parsing, :func:`small_input_plans`; the work after the scan, :func:`replica_sized`).
-    """
-    import pyarrow.parquet as pq
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    arrow_schema = to_arrow_schema(struct)
-    tables = iter(chunks)
-    first = next(tables, None)
-    second = next(tables, None) if first is not None else None
-    if first is None:
-        return one_partition(spark.createDataFrame(arrow_schema.empty_table(), struct))
-    if second is None and first.num_rows <= LOCAL_ROWS and first.nbytes <= LOCAL_BYTES:
-        return one_partition(spark.createDataFrame(first.cast(arrow_schema), struct))
-    path = os.path.join(_spill_dir(), f"{uuid.uuid4().hex}.parquet")
-    with pq.ParquetWriter(path, arrow_schema) as writer:
-        for table in (first, *([second] if second is not None else []), *tables):
-            writer.write_table(table.cast(arrow_schema))
-    return one_partition(spark.read.schema(struct).parquet(path))
-
-
-_SCRATCH: contextvars.ContextVar[str | None] = contextvars.ContextVar("auditor_scratch", default=None)
-
-
-@contextlib.contextmanager
-def scratch_root(path: str | None) -> Iterator[None]:
-    """Files the driver writes for executors to read go under ``path`` inside the block
-    (None: the system's temporary folder, which only a local-mode run may use)."""
-    token = _SCRATCH.set(path)
-    try:
-        yield
-    finally:
-        _SCRATCH.reset(token)
-
-
-def _spill_dir() -> str:
-    """This process's directory for :func:`local_frame`'s Parquet files under the current
-    scratch root, removed at exit."""
-    return _spill_dir_under(_SCRATCH.get())
-
-
-@functools.cache
-def _spill_dir_under(root: str | None) -> str:
-    # a work dir (auditor.workdir): removed at exit, or by the next audit's sweep when this
-    # process is killed
-    from auditor.workdir import new_work_dir
-
-    return new_work_dir(root)
-
-
 def is_local_master(spark: SparkSession) -> bool:
     """True when the driver and its executors share one JVM (``local``, ``local[N]``)."""
     return spark.sparkContext.master.startswith("local")
@@ -429,191 +321,3 @@ def drop_pending_jvm_call() -> None:
     connection = current() if current is not None else None
     if connection is not None:
         connection.close(reset=True)
-
-
-#: Settings for tables of a few thousand rows: no broadcast, hinted or not (each is a
-#: Spark job of its own: a join is then a stage of the job that needs it) and no code
-#: generation (compiling a stage's code costs more than running it, interpreted).
-SMALL_TABLE_CONF: dict[str, str | None] = {
-    "spark.sql.autoBroadcastJoinThreshold": "-1",
-    "spark.sql.optimizer.disableHints": "true",
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-}
-#: The settings of :data:`SMALL_TABLE_CONF` that turn code generation off.
-CODEGEN_CONF = ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode")
-
-
-def codegen_on(spark: SparkSession) -> bool:
-    """True when the session compiles whole stages (a large input's parsing), False under
-    :data:`SMALL_TABLE_CONF`'s settings (a small input, the work after the scan)."""
-    return (spark.conf.get("spark.sql.codegen.wholeStage", "true") or "true").lower() == "true"
-
-
-#: Settings for the work after the scan, on tables the size of the replica count.
-REPLICA_SIZED_CONF: dict[str, str | None] = {
-    **SMALL_TABLE_CONF,
-    # Frames of one partition are joined without a shuffle only while the planner's size
-    # estimate of each side stays below this; estimates after a few joins are wild guesses.
-    "spark.sql.maxSinglePartitionBytes": str(2**62),
-}
-#: The session setting of the one-partition shuffle rule (``auditor.localjar``: a shuffle
-#: into one partition becomes a coalesce into one; inert without the auditor's jar). On for
-#: a small input's whole audit and for the work after the scan when it runs in one
-#: partition (:func:`replica_sized`); off wherever text is parsed at scale (:func:`parsing`).
-ONE_PARTITION_SHUFFLES = "spark.auditor.onePartitionShuffles"
-#: What :func:`replica_sized` adds when the work after the scan runs in one partition.
-ONE_PARTITION_CONF: dict[str, str | None] = {ONE_PARTITION_SHUFFLES: "true"}
-#: Replicas per shuffle partition after the scan.
-REPLICAS_PER_PARTITION = 50_000
-#: Up to this many replicas, the work after the scan runs in one partition (:func:`one_partition`).
-ONE_PARTITION_REPLICAS = 200_000
-
-
-def replica_partitions(replicas: int) -> int:
-    """Partitions for tables the size of ``replicas``: one per :data:`REPLICAS_PER_PARTITION`."""
-    return max(1, -(-replicas // REPLICAS_PER_PARTITION))
-
-
-_ONE_PARTITION: contextvars.ContextVar[bool] = contextvars.ContextVar("auditor_one_partition", default=False)
-
-#: The settings :func:`replica_sized` replaced, for :func:`parsing` to put back.
-_PARSE_CONF: contextvars.ContextVar[dict[str, str | None] | None] = contextvars.ContextVar(
-    "auditor_parse_conf", default=None)
-
-
-@contextlib.contextmanager
-def session_conf(spark: SparkSession, wanted: dict[str, str | None]) -> Iterator[dict[str, str | None]]:
-    """Run the block with the session settings ``wanted`` (None: unset), then restore them.
-    Yields the settings it replaced."""
-    saved = {k: spark.conf.get(k, None) for k in wanted}
-    for key, value in wanted.items():
-        if value is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, value)
-    try:
-        yield saved
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
-
-
-@contextlib.contextmanager
-def replica_sized(spark: SparkSession, replicas: int) -> Iterator[None]:
-    """Run the block with :data:`REPLICA_SIZED_CONF` (but the session's own code generation
-    above :data:`ONE_PARTITION_REPLICAS` replicas) and one shuffle partition per
-    :data:`REPLICAS_PER_PARTITION` of ``replicas`` (at least one, at most the session's own).
-    Text read inside the block (:func:`parsing`) keeps the settings it had before."""
-    current = int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
-    partitions = min(current, replica_partitions(replicas))
-    # Above ONE_PARTITION_REPLICAS the tables are as large as log-sized ones (LOG_SIZED_ROWS)
-    # and keep the session's code generation: interpreting every expression over 300,000
-    # replicas cost more than compiling (the 100,000-partition audit 201 -> 187 s, its first
-    # engine cut 12.7 -> 6.5 s).
-    conf = {**REPLICA_SIZED_CONF, **ONE_PARTITION_CONF} if replicas <= ONE_PARTITION_REPLICAS else {
-        k: v for k, v in REPLICA_SIZED_CONF.items() if k not in CODEGEN_CONF}
-    with session_conf(spark, {**conf, "spark.sql.shuffle.partitions": str(partitions)}) as saved:
-        token = _PARSE_CONF.set(saved)
-        one = _ONE_PARTITION.set(replicas <= ONE_PARTITION_REPLICAS)
-        try:
-            yield
-        finally:
-            _ONE_PARTITION.reset(one)
-            _PARSE_CONF.reset(token)
-
-
-@contextlib.contextmanager
-def small_input_plans(on: bool = True) -> Iterator[None]:
-    """Inside the block (``on``), :func:`one_partition` puts frames in one partition, and
-    with it every driver-side table (:func:`arrow_frame`): a small input's parsing
-    (``auditor.run.compute_run``) joins its file lists and small files' lines without
-    shuffling both sides of every join. Measured 2026-11-27 on the demo's snapshot: the scan
-    and snapshot cut points' jobs 41 and 42 stages -> 15 and 12, CLI audits ~0.7-1.2 s
-    faster (one-partition 20.3-21.6 s against 21.4-22.8 s, alternating runs); tables
-    identical."""
-    token = _ONE_PARTITION.set(on)
-    try:
-        yield
-    finally:
-        _ONE_PARTITION.reset(token)
-
-
-def one_partition(df: DataFrame) -> DataFrame:
-    """``df`` in one partition when the work after the scan is small enough
-    (:func:`replica_sized`, up to :data:`ONE_PARTITION_REPLICAS` replicas) or a small
-    input is parsed (:func:`small_input_plans`), else as it is.
-
-    Spark plans a join or an aggregate over frames that are each one partition (coalesced to
-    one: ``SinglePartition``) with no exchange: a query over a few thousand rows is then one
-    stage, not one per join (each stage costs tens of milliseconds to schedule, whatever it
-    holds)."""
-    return df.coalesce(1) if _ONE_PARTITION.get() else df
-
-
-def union_all(frames: Sequence[DataFrame]) -> DataFrame:
-    """The rows of ``frames`` (matched by column name), in one partition when
-    :func:`one_partition` says so: a union of one-partition frames is not one partition to
-    Spark's planner, so every join after it would shuffle again."""
-    return one_partition(union_tree(frames, lambda a, b: a.unionByName(b)))
-
-
-def union_tree(frames: Sequence[DataFrame], union: Callable[[DataFrame, DataFrame], DataFrame]) -> DataFrame:
-    """``frames`` (at least one) combined by ``union`` pairwise, level by level, in their
-    order: a balanced tree, not a chain.
-
-    Spark analyses every new DataFrame as a whole, and some of its rules
-    (``DeduplicateRelations``) walk the whole plan each time. Unioning n frames left to
-    right analyses plans of 2, 3, ... n frames; a tree analyses each frame's plan about
-    log2(n) times. The rows are the same, in the same order (the optimizer flattens nested
-    unions: ``CombineUnions``). Measured 2026-11-28, warm one-partition audits alternating
-    in one process: the py4j time of their union calls 1.19-1.46 s as chains, 1.04-1.52 s
-    (median 1.10 s) as trees."""
-    level = list(frames)
-    while len(level) > 1:
-        paired = [union(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
-        level = [*paired, level[-1]] if len(level) % 2 else paired
-    return level[0]
-
-
-#: A stored frame with more rows than this is log-sized (drilled batches of many diverged
-#: or irregular replicas): the work over it runs with :func:`spread_out`.
-LOG_SIZED_ROWS = 200_000
-
-
-@contextlib.contextmanager
-def spread_out(spark: SparkSession, rows: int) -> Iterator[None]:
-    """Run the block with the settings the session had before :func:`replica_sized` (its
-    shuffle partitions, code generation: as :func:`parsing`) when it reads ``rows``, more
-    than :data:`LOG_SIZED_ROWS`; frames read back inside it are left as they are stored,
-    not put in one partition. Else (and outside :func:`replica_sized`) the block runs as
-    it is.
-
-    The drill-down's batches are usually a few per differing window, but a wide divergence
-    (or many irregular logs) makes them log-sized: 800,000 batches at 10M lines with one
-    partition in 20 diverged, which one interpreted task took 11.5 s to build and the cut
-    after them 8.3 s to join (4.4 s and 7.0 s spread out, measured in-process)."""
-    if rows <= LOG_SIZED_ROWS:
-        yield
-        return
-    with parsing(spark):
-        yield
-
-
-@contextlib.contextmanager
-def parsing(spark: SparkSession) -> Iterator[None]:
-    """Run a block that parses text (the drill-down re-reads dump files) with the settings
-    the session had before :func:`replica_sized`: code generation on."""
-    before = _PARSE_CONF.get()
-    if before is None:
-        yield
-        return
-    one = _ONE_PARTITION.set(False)
-    try:
-        with session_conf(spark, before):
-            yield
-    finally:
-        _ONE_PARTITION.reset(one)

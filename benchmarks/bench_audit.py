@@ -208,19 +208,20 @@ print(files["files"], files["lines"])
 SCAN_ONLY = """
 import json, os, sys
 from datetime import datetime, timezone
-from auditor.ingest import discovery as d
-from auditor.ingest.snapshot import SMALL_INPUT_BYTES, listed_files
-from auditor.run import SMALL_INPUT_CONF, is_small_input
-from auditor.spark import build_session, session_conf, small_input_plans
+from auditor.config import Config
+from auditor.load.kafka import listed_files
+from auditor.run import prepare
+from auditor.spark import build_session
 from auditor.summarise.scan import scan_dumps
 root = sys.argv[1]
-small = is_small_input(root)
-spark = build_session(None, quiet=True, small_input=small,
+prepared = prepare(root, Config())
+policy = prepared.policy
+spark = build_session(None, quiet=True, small_input=policy.small_input,
                       conf=json.loads(os.environ.get("BENCH_SPARK_CONF", "{}")) or None)
-with session_conf(spark, SMALL_INPUT_CONF if small else {}), small_input_plans(small):
-    listed = listed_files(spark, d.discover(root, datetime.now(timezone.utc), None))
-    per_batch = sum(f.size for _, f in listed.dump_files) <= SMALL_INPUT_BYTES
-    scan_dumps(spark, listed.dump_files, listed.dump_frame, per_batch=per_batch).write.format("noop").mode(
+parse = policy.plans(spark).parse
+with parse.applied(spark):
+    listed = listed_files(spark, prepared.found, parse)
+    scan_dumps(spark, listed.dump_files, listed.dump_frame, per_batch=policy.per_batch).write.format("noop").mode(
         "overwrite").save()
 spark.stop()
 """
@@ -230,13 +231,14 @@ spark.stop()
 WARM_AUDIT = """
 import sys, time
 from auditor.config import Config
-from auditor.run import is_small_input, run_audit
+from auditor.run import prepare, run_audit
 from auditor.spark import build_session
 snapshot, out = sys.argv[1], sys.argv[2]
-spark = build_session(None, quiet=True, small_input=is_small_input(snapshot))
+config = Config(cluster="bench", fail_on="never")
+spark = build_session(None, quiet=True, small_input=prepare(snapshot, config).policy.small_input)
 for k in range(3):
     t0 = time.perf_counter()
-    run_audit(spark, snapshot, f"{out}-{k}", Config(cluster="bench", fail_on="never"))
+    run_audit(spark, snapshot, f"{out}-{k}", config)
 print(time.perf_counter() - t0)
 """
 
@@ -244,16 +246,18 @@ AUDIT = """
 import json, os, sys, time
 t0 = time.perf_counter()
 from auditor.config import Config
-from auditor.run import is_small_input, run_audit
+from auditor.run import prepare, run_audit
 from auditor.spark import build_session
 snapshot, out = sys.argv[1], sys.argv[2]
 conf = json.loads(os.environ.get("BENCH_SPARK_CONF", "{}"))
 if len(sys.argv) > 3:
     conf.update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": sys.argv[3],
                  "spark.eventLog.compress": "false"})
-spark = build_session(None, quiet=True, small_input=is_small_input(snapshot), conf=conf or None)
+config = Config(cluster="bench", fail_on="never")
+prepared = prepare(snapshot, config)
+spark = build_session(None, quiet=True, small_input=prepared.policy.small_input, conf=conf or None)
 spark.sparkContext.setJobGroup("audit", "audit")
-result = run_audit(spark, snapshot, out, Config(cluster="bench", fail_on="never"))
+result = run_audit(spark, snapshot, out, config, prepared=prepared)
 seconds = time.perf_counter() - t0
 jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup("audit"))
 jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()

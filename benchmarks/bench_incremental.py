@@ -52,11 +52,12 @@ AUDIT = """
 import json, sys, time
 t0 = time.perf_counter()
 from auditor.config import Config
-from auditor.run import is_small_input, run_audit
+from auditor.run import prepare, run_audit
 from auditor.spark import build_session
 snapshot, out, incremental = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
-spark = build_session(None, quiet=True, small_input=is_small_input(snapshot))
-result = run_audit(spark, snapshot, out, Config(cluster="bench", fail_on="never", incremental=incremental))
+config = Config(cluster="bench", fail_on="never", incremental=incremental)
+spark = build_session(None, quiet=True, small_input=prepare(snapshot, config).policy.small_input)
+result = run_audit(spark, snapshot, out, config)
 print(json.dumps({"seconds": time.perf_counter() - t0, "run_id": result.run_id}))
 """
 

@@ -51,10 +51,10 @@ AUDIT = """
 import json, sys, time
 t0 = time.perf_counter()
 from auditor.config import Config
-from auditor.run import is_small_input, run_audit
+from auditor.run import prepare, run_audit
 from auditor.spark import build_session
 snapshot, out, cores, events = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-spark = build_session(f"local[{cores}]", quiet=True, small_input=is_small_input(snapshot),
+spark = build_session(f"local[{cores}]", quiet=True, small_input=prepare(snapshot, Config()).policy.small_input,
                       conf={"spark.eventLog.enabled": "true", "spark.eventLog.dir": events,
                             "spark.eventLog.compress": "false", "spark.eventLog.rolling.enabled": "false"})
 result = run_audit(spark, snapshot, out, Config(cluster="capacity", fail_on="never"))

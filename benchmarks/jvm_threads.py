@@ -86,10 +86,10 @@ def main() -> int:
     args = parser.parse_args()
 
     from auditor.config import Config
-    from auditor.run import is_small_input, run_audit
+    from auditor.run import prepare, run_audit
     from auditor.spark import build_session
 
-    spark = build_session(None, quiet=True, small_input=is_small_input(args.snapshot))
+    spark = build_session(None, quiet=True, small_input=prepare(args.snapshot, Config()).policy.small_input)
     pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()  # type: ignore[union-attr]
     work = Path(tempfile.mkdtemp(prefix="jvm-threads-"))
     try:

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/plan_styles.py [--columns 30] [--reps 6]
 
 One computation over two small stored tables (1,000 and 100 rows), written three ways in one
-warm session with the small-input settings (:data:`auditor.run.SMALL_INPUT_CONF`):
+warm session with the small-input settings (:data:`auditor.policy.SMALL_INPUT_CONF`):
 
 - ``steps``: DataFrame steps one at a time, as most of the engine is written (a
   ``withColumn`` per derived column, a join every five);
@@ -77,8 +77,8 @@ def main() -> None:
     parser.add_argument("--columns", type=int, default=30)
     parser.add_argument("--reps", type=int, default=6)
     args = parser.parse_args()
-    from auditor.run import SMALL_INPUT_CONF
-    from auditor.spark import build_session, session_conf
+    from auditor.policy import SMALL_INPUT_CONF, session_conf
+    from auditor.spark import build_session
 
     spark = build_session(quiet=True, small_input=True)
     with tempfile.TemporaryDirectory() as work, session_conf(spark, SMALL_INPUT_CONF):

@@ -8,13 +8,7 @@ if [ "$(id -u)" = "0" ]; then SUDO=""; else SUDO="sudo"; fi
 if ! command -v java >/dev/null 2>&1; then
     echo "setup: installing Java 17 (needed by Spark)" >&2
     $SUDO apt-get update -q
-    $SUDO apt-get install -y -q openjdk-17-jdk-headless
-elif ! command -v javac >/dev/null 2>&1 && [ -z "${JAVA_HOME:-}" ]; then
-    # The JDK's compiler builds the auditor's jar (auditor/localjar.py) at warm-up; without
-    # it audits still run, on Hadoop's local file system (a process per file written).
-    echo "setup: installing Java 17's compiler (for the auditor's jar)" >&2
-    { $SUDO apt-get update -q && $SUDO apt-get install -y -q openjdk-17-jdk-headless; } \
-        || echo "setup: could not install javac; audits use Hadoop's local file system" >&2
+    $SUDO apt-get install -y -q openjdk-17-jre-headless
 fi
 
 PYTHON="${PYTHON:-python3}"
@@ -23,6 +17,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[dev]'
-# Build the auditor's jar and record the classes Spark's JVM loads (once per
-# machine, ~40 s): later audits start and write faster.
+# Record the classes Spark's JVM loads (once per machine, ~60 s): later audits start
+# faster.
 .venv/bin/auditor warm-up || echo "setup: warm-up failed; audits still work, they start slower" >&2

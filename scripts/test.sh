@@ -17,6 +17,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}"
 fi
 bash scripts/setup.sh
+# The package's layers and the absence of import cycles (pyproject.toml, [tool.importlinter]).
+.venv/bin/lint-imports
 # Two pytest processes (pytest-xdist), each with its own Spark session: most of a test's
 # time is one driver thread planning queries, so two of them keep both cores busy. A test
 # file runs whole in one process (its module fixtures are built once).

@@ -28,9 +28,9 @@ SLOW_FIRST = ("test_cluster.py", "test_incremental.py", "test_concurrency.py", "
               "test_simulator_precision.py", "test_secrets.py", "test_overtime.py", "test_kraft.py",
               "test_report.py", "test_fuzz.py", "test_etcd_rehearsal.py", "test_commit.py", "test_run_end.py",
               "test_seed_cases.py", "test_engine_model.py", "test_large_files.py", "test_tiered.py",
-              "test_kraft_simulation.py", "test_etcd.py", "test_classarchive.py", "test_simulator.py",
+              "test_kraft_simulation.py", "test_etcd.py", "test_jvm.py", "test_simulator.py",
               "test_bad_values.py", "test_materialise.py", "test_lineage_model.py", "test_checkpoints_describe.py",
-              "test_tabular.py", "test_localjar.py", "test_eoe.py")
+              "test_tabular.py", "test_eoe.py")
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -40,8 +40,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
-    from auditor.materialise import COLLECT_CONF
-    from auditor.spark import SMALL_TABLE_CONF, build_session
+    from auditor.policy import SMALL_TABLE_CONF
+    from auditor.spark import build_session
 
     session = build_session("local[2]", app_name="auditor-tests", conf={
         "spark.sql.shuffle.partitions": "2",
@@ -49,51 +49,39 @@ def spark() -> Iterator[object]:
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.memory": "2g",
         "spark.sql.adaptive.enabled": "false",  # as in production (auditor.spark)
-        # Every test input is small, and `auditor audit` runs a small input without code
-        # generation or broadcasts (auditor.run.SMALL_INPUT_CONF): tests that call
-        # load_snapshot and audit directly run the same way (and a third faster: compiling
-        # each query's generated code was most of their time). Two shuffle partitions
-        # instead of production's one keep results that depended on partitioning visible.
-        # The large-input path has its own tests, under `large_input`.
+        # Every test input is small: `load_snapshot` and `audit` plan it as a small input
+        # (auditor.policy: no code generation, no broadcasts, one shuffle partition, cut
+        # points collected), as `auditor audit` does. The session's own settings, two
+        # shuffle partitions, are what a test of results that must not depend on
+        # partitioning asks for (AS_SESSION); the large-input path has its own tests, under
+        # `large_input`.
         **{k: v for k, v in SMALL_TABLE_CONF.items() if v is not None},
-        # ... and its cut points collected by the driver, not written by Spark (as there)
-        COLLECT_CONF: "true",
     })
     yield session
 
 
+def as_session() -> object:
+    """The size policy of a test whose load and audit keep the session's own settings
+    (two shuffle partitions, frames as Spark makes them), so that results that would depend
+    on partitioning stay visible (the model tests)."""
+    from auditor.policy import SizePolicy
+
+    return SizePolicy(planned=False)
+
+
 @contextlib.contextmanager
-def large_input(spark: object) -> Iterator[None]:
+def large_input(spark: object, **limits: int) -> Iterator[object]:
     """Run the block with the settings a large input runs with (the session's base settings,
-    else Spark's own: code generation on, the broadcasts the code asks for, cut points
-    written by Spark), instead of the session's small-input ones; and every stored frame
-    read back by a Parquet scan, as a large input's frames are (none is small enough to
-    become a local relation)."""
-    from auditor import materialise
-    from auditor.spark import BASE_CONF, SMALL_TABLE_CONF, session_conf
+    else Spark's own: code generation on, the broadcasts the code asks for), and yield the
+    size policy that plans a load as a large input's (cut points written by Spark, every
+    stored frame read back by a Parquet scan, the scan not keeping every batch): pass it to
+    ``load_snapshot(..., policy=...)``. ``limits``: more :class:`auditor.policy.Limits`."""
+    from auditor.policy import SMALL_TABLE_CONF, Limits, SizePolicy, session_conf
+    from auditor.spark import BASE_CONF
 
-    rows = materialise.SMALL_FRAME_ROWS
-    materialise.SMALL_FRAME_ROWS = -1
-    wanted = {**{key: BASE_CONF.get(key) for key in SMALL_TABLE_CONF}, materialise.COLLECT_CONF: None}
-    try:
-        with session_conf(spark, wanted):  # type: ignore[arg-type]
-            yield
-    finally:
-        materialise.SMALL_FRAME_ROWS = rows
-
-
-def production_audit(snap, *args, **kwargs):  # type: ignore[no-untyped-def]
-    """``auditor.audit`` of a loaded snapshot as ``auditor audit`` runs it: the work after the
-    scan with the replica-sized settings (``auditor.spark.replica_sized``: one partition, its
-    shuffles coalesces). Tests of fixed cases use it (a third faster than the session's two
-    partitions); the model tests (``test_engine_model``, ``test_drill_model``'s small-input
-    way) call ``audit`` in the session's two-partition settings, so results that would
-    depend on partitioning stay visible there."""
-    from auditor import audit
-    from auditor.spark import replica_sized
-
-    with replica_sized(snap.summaries.sparkSession, snap.replica_estimate):
-        return audit(snap, *args, **kwargs)
+    policy = SizePolicy(limits=Limits(**{"small_input_bytes": -1, "local_frame_rows": -1, **limits}))
+    with session_conf(spark, {key: BASE_CONF.get(key) for key in SMALL_TABLE_CONF}):  # type: ignore[arg-type]
+        yield policy
 
 
 def write(path: Path, text: str) -> Path:

@@ -252,20 +252,15 @@ def audit_damaged(spark: Any, root: Path) -> tuple[list[dict[str, Any]], list[di
     """Audit ``root`` with the Python API (SPEC 7): per-file accounting, parse_errors and
     findings, as rows (all small: per file, per bad line, per finding)."""
     from auditor import audit, load_snapshot
-    from auditor.run import SMALL_INPUT_CONF, is_small_input
-    from auditor.spark import session_conf, small_input_plans
 
-    # as `auditor audit` runs it
-    small = is_small_input(str(root))
-    with session_conf(spark, SMALL_INPUT_CONF if small else {}):
-        with small_input_plans(small):
-            snap = load_snapshot(spark, str(root))
-        tables = audit(snap)
-        accounting = snap.accounting.select("rel", "lines", "lines_parsed", "lines_skipped",
-                                            "lines_quarantined").toArrow().to_pylist()
-        errors = tables["parse_errors"].select("file", "line_number", "byte_offset", "error").toArrow().to_pylist()
-        findings = tables["findings"].select("topic", "partition", "replica", "check", "severity", "offset_start",
-                                             "offset_end", "epoch").toArrow().to_pylist()
+    # (planned by its size, as `auditor audit` plans it)
+    snap = load_snapshot(spark, str(root))
+    tables = audit(snap)
+    accounting = snap.accounting.select("rel", "lines", "lines_parsed", "lines_skipped",
+                                        "lines_quarantined").toArrow().to_pylist()
+    errors = tables["parse_errors"].select("file", "line_number", "byte_offset", "error").toArrow().to_pylist()
+    findings = tables["findings"].select("topic", "partition", "replica", "check", "severity", "offset_start",
+                                         "offset_end", "epoch").toArrow().to_pylist()
     return accounting, errors, findings
 
 

@@ -13,7 +13,7 @@ from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
 from auditor.cli import main
-from auditor.engine import PER_OCCURRENCE, finding_id
+from auditor.engine.tables import PER_OCCURRENCE, finding_id
 from auditor.simulator.kafka_text import PartitionMeta
 from tests.scenarios import Replica, write_describe, write_partition
 
@@ -101,7 +101,7 @@ def test_every_kind_of_damage_at_once_is_quarantined_and_reported(spark, tmp_pat
 
 
 def test_identical_repeated_describe_lines_are_skipped_and_counted(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from auditor.ingest.snapshot import load_snapshot
+    from auditor.load import load_snapshot
 
     root = tmp_path / "snap"
     write_partition(root, "t", 0, {b: Replica([(0, 4, 0)], hwm=5) for b in (1, 2)})

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from auditor import load_snapshot
+from auditor import audit, load_snapshot
 from auditor.config import AllowRule, Config
-from auditor.run import _finding_summary
 from auditor.simulator.kafka_text import (
     Batch,
     PartitionMeta,
@@ -19,7 +18,7 @@ from auditor.simulator.kafka_text import (
     content_crc,
     dump_segment,
 )
-from tests.conftest import production_audit
+from auditor.summary import finding_summary
 from tests.scenarios import Replica, add_hwm, write_describe, write_partition
 
 pytestmark = pytest.mark.spark
@@ -86,7 +85,7 @@ def checked(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
                                         "compacted-edge": {"cleanup.policy": "compact"}})
     config = Config(severity={"FOLLOWER_LAG": "WARNING"},
                     allowlist=(AllowRule("ISR_INCOMPLETE", topic="isr", partition=0, replica=2),))
-    return production_audit(load_snapshot(spark, str(root)), run_id="checks", config=config)
+    return audit(load_snapshot(spark, str(root)), run_id="checks", config=config)
 
 
 def found(tables, topic: str, partition: int = 0) -> set[tuple]:  # type: ignore[no-untyped-def,type-arg]
@@ -220,9 +219,9 @@ def test_every_finding_is_well_formed(checked) -> None:  # type: ignore[no-untyp
 def test_fail_on_counts_unsuppressed_findings_at_or_above(checked) -> None:  # type: ignore[no-untyped-def]
     f = checked["findings"]
     crit = f.filter((F.col("severity") == "CRITICAL") & ~F.col("suppressed")).count()
-    assert _finding_summary(f, "critical")[1] == crit > 0
-    assert _finding_summary(f, "never")[1] == 0
-    assert _finding_summary(f, "info")[1] == f.filter(~F.col("suppressed")).count()
+    assert finding_summary(f, "critical")[1] == crit > 0
+    assert finding_summary(f, "never")[1] == 0
+    assert finding_summary(f, "info")[1] == f.filter(~F.col("suppressed")).count()
 
 
 def test_kinds_in_one_projection_give_the_rows_of_one_filter_per_kind(spark) -> None:  # type: ignore[no-untyped-def]

@@ -25,15 +25,12 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from auditor import audit, load_snapshot
-from auditor import spark as spark_module
-from auditor.ingest import snapshot as snapshot_module
 from auditor.ingest import wholefile
 from auditor.ingest.discovery import InputFile
 from auditor.simulator.kafka_text import PartitionMeta
-from auditor.spark import replica_sized
 from auditor.summarise import digest
 from tests import reference as ref
-from tests.conftest import large_input
+from tests.conftest import as_session, large_input
 from tests.history import History, histories
 from tests.scenarios import Replica, write_describe, write_partition
 
@@ -161,12 +158,12 @@ def _shape(d: Damaged) -> str:
                  sorted((rid, r.hwm, r.cache) for rid, r in d.history.replicas.items())))
 
 
-# (one example of 60 distinct histories, no shrinking: each try is an audit; a failure
-# names the history that failed)
-@settings(max_examples=1, deadline=None, derandomize=True, phases=[Phase.generate],
+# (each example is one audit of 40 distinct histories, drawn anew every run; no shrinking:
+# a failure names the history that failed)
+@settings(max_examples=2, deadline=None, phases=[Phase.generate],
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large,
                                  HealthCheck.large_base_example])
-@given(ds=st.lists(damaged_histories(), min_size=60, max_size=60, unique_by=_shape))
+@given(ds=st.lists(damaged_histories(), min_size=40, max_size=40, unique_by=_shape))
 @pytest.mark.parametrize("batches_in_scan", [True, False], ids=["batches-in-scan", "files-read-again"])
 def test_summaries_and_drill_down_match_the_model(spark, tmp_path_factory, monkeypatch, batches_in_scan, ds) -> None:  # type: ignore[no-untyped-def]
     """Both ways a drill-down gets its batches: from the scan's rows (a small input) and by
@@ -175,15 +172,8 @@ def test_summaries_and_drill_down_match_the_model(spark, tmp_path_factory, monke
     file). The same snapshot holds three hand-made partitions whose windows differ only in
     content (:func:`_write_content_cases`): one audit per way for both (each audit of a
     large input's way costs the suite ~35 s)."""
-    input_size = _batches_in_scan(spark, monkeypatch, batches_in_scan)
     monkeypatch.setattr(digest, "WINDOW_BITS", 2)
     monkeypatch.setattr(wholefile, "TAIL_LINES", 2)
-    # Files read again: the work after the scan runs as a large input's does (replica-sized
-    # settings), and every drilled batch counts as log-sized, so it runs spread out
-    # (auditor.spark.spread_out) from the drill-down on.
-    spread = contextlib.nullcontext() if batches_in_scan else replica_sized(spark, 3 * len(ds))
-    if not batches_in_scan:
-        monkeypatch.setattr(spark_module, "LOG_SIZED_ROWS", 0)
     root = tmp_path_factory.mktemp("drill")
     for i, d in enumerate(ds):
         # a repeated batch is printed by a second dump of the replica's segment
@@ -213,8 +203,11 @@ def test_summaries_and_drill_down_match_the_model(spark, tmp_path_factory, monke
                 (broker / "dumps" / "all-segments.txt").write_text("".join(f.read_text() for f in dumps))
                 for f in dumps:
                     f.unlink()
-    with input_size, spread:
-        tables = audit(load_snapshot(spark, str(root)), "epoch", run_id="drill")
+    # Batches in the scan: a small input, planned with the session's own settings (two
+    # partitions). Files read again: a large input's plans, and every drilled batch counts
+    # as log-sized, so the audit runs spread out from the drill-down on.
+    with _batches_in_scan(spark, batches_in_scan) as policy:
+        tables = audit(load_snapshot(spark, str(root), policy=policy), "epoch", run_id="drill")
     rs = {(r.topic, r.replica): r for r in tables["replica_status"].collect()}
     lineage: dict[tuple[str, int], list] = {}  # type: ignore[type-arg]
     for r in tables["epoch_lineage"].filter(F.col("source") == "log").collect():
@@ -286,14 +279,13 @@ def test_the_model_finds_sequence_problems() -> None:
     assert gaps == {(4, 5)} and overlaps == {(6, 7)} and runs == {(9, 11, 1)}
 
 
-def _batches_in_scan(spark: object, monkeypatch: pytest.MonkeyPatch, on: bool) -> contextlib.AbstractContextManager[None]:
-    """Where the drill-down's batches come from, and the settings the audit runs with: a
-    small input's (the session's) with batches in the scan, a large input's when the files
-    are read again."""
+def _batches_in_scan(spark: object, on: bool) -> contextlib.AbstractContextManager[object]:
+    """Where the drill-down's batches come from, and the size policy the load and the audit
+    take: a small input planned with the session's settings, with batches in the scan; a
+    large input whose drilled batches are all log-sized, when the files are read again."""
     if on:
-        return contextlib.nullcontext()
-    monkeypatch.setattr(snapshot_module, "SMALL_INPUT_BYTES", -1)
-    return large_input(spark)
+        return contextlib.nullcontext(as_session())
+    return large_input(spark, log_sized_rows=0)
 
 
 def _write_content_cases(root: Path) -> list[str]:

@@ -135,8 +135,8 @@ def test_big_file_split_across_many_tasks_parses_identically(spark, tmp_path: Pa
     write(tmp_path / "broker=3" / "d" / "big-0" / "all.txt", "\n".join(lines) + "\n")
     spark.conf.set("spark.sql.files.maxPartitionBytes", "2048")
     try:
-        with large_input(spark):  # as a large input is parsed: generated code, broadcasts
-            snap = load_snapshot(spark, str(tmp_path))
+        with large_input(spark) as policy:  # as a large input is parsed: generated code, broadcasts
+            snap = load_snapshot(spark, str(tmp_path), policy=policy)
             n_files = snap.accounting.count()
             rows = snap.batches.orderBy("base_offset").collect()
             acc = snap.accounting.first()

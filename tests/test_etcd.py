@@ -13,11 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from auditor import load_snapshot
+from auditor import audit, load_snapshot
 from auditor.ingest.etcd import replica_ids
 from auditor.ingest.etcd_wal import decode_wal
 from tests import etcd_wal_writer as w
-from tests.conftest import production_audit
 
 pytestmark = pytest.mark.spark
 TOKEN = b"PLANTED-etcd-value-7f3a"
@@ -197,7 +196,7 @@ def damaged(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
     _history(m, [(3, 21, 40)], 38, 38)
     w.write_member(root / "member=foxtrot", m.files)
 
-    tables = production_audit(load_snapshot(spark, str(root), format="etcd"), run_id="etcd")
+    tables = audit(load_snapshot(spark, str(root), format="etcd"), run_id="etcd")
     return root, {name: t.toPandas() if name != "findings" else t.collect() for name, t in tables.items()}
 
 

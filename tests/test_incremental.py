@@ -177,7 +177,7 @@ def test_the_input_digest_changes_with_any_file_or_setting(history, monkeypatch)
     import os
 
     from auditor.ingest import discovery as d
-    from auditor.ingest.snapshot import file_fingerprints
+    from auditor.load.reuse import file_fingerprints
 
     _, snaps = history
     at = datetime(2026, 2, 1, tzinfo=timezone.utc)
@@ -210,7 +210,7 @@ def test_the_input_digest_changes_with_any_file_or_setting(history, monkeypatch)
 
 def test_a_killed_writers_rows_and_another_clusters_are_never_used(spark, history, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from auditor.ingest import discovery as d
-    from auditor.ingest.snapshot import Reuse
+    from auditor.load.reuse import Reuse
 
     _, snaps = history
     out = str(tmp_path / "out")
@@ -283,7 +283,7 @@ def test_the_store_forgets_what_the_last_k_runs_did_not_use(tmp_path) -> None:
                saved_at=datetime(2020, 1, 1, tzinfo=timezone.utc))
     assert set(store.known(out, "prod")) == {n * 64 for n in "abcde"}
     # the row count from the Delta log's statistics (what bounds the rows an incremental
-    # run reads back: auditor.ingest.snapshot.Reuse.row_bound), killed writers' rows included
+    # run reads back: auditor.load.reuse.Reuse.row_bound), killed writers' rows included
     assert store.stored_row_count(out, "store_scan", "prod") == 3 * 5 + 6
     assert store.stored_row_count(out, "store_scan", "other") == 3
     assert store.stored_row_count(str(tmp_path / "nothing"), "store_scan", "prod") == 0

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from auditor import load_snapshot
+from auditor import audit, load_snapshot
 from auditor.semantics.kraft import truncate_kraft
 from auditor.simulator.kafka_text import content_crc
 from auditor.simulator.kraft_text import KRaftStyle, MetaBatch, QuorumState
 from tests import reference as ref
-from tests.conftest import copy_fixture, production_audit
+from tests.conftest import copy_fixture
 from tests.invariants import KEYS, disagreements, repeated_rows
 from tests.kraft_fixtures import Node, data, epoch_log, leader_change, write_kraft
 
@@ -217,7 +217,7 @@ def kraft_run(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
     (folder / "leader-epoch-checkpoint").write_text("0\n1\n1 0\n")
     (folder / "quorum-state").write_text(QuorumState(1, 1, voters=(1,), data_version=1).text())
     snap = load_snapshot(spark, str(root))
-    tables = production_audit(snap)
+    tables = audit(snap)
     label = {datetime(2026, 1, i + 1): name for i, name in enumerate(_snapshots(root))}
 
     def rows(name: str) -> list:  # type: ignore[type-arg]

@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from auditor import load_snapshot
+from auditor import audit, load_snapshot
 from auditor.simulator import continue_simulation, simulate
 from auditor.simulator.kraft import KRAFT_FAULTS
-from tests.conftest import production_audit
 from tests.invariants import KEYS, disagreements, repeated_rows
 from tests.kraft_fixtures import into_per_broker_files
 
@@ -69,7 +68,7 @@ def simulated(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
         snapshot_ids[label] = _snapshot_ids(first)
         if label in PER_BROKER:
             into_per_broker_files(first)
-    tables = production_audit(load_snapshot(spark, str(root)))
+    tables = audit(load_snapshot(spark, str(root)))
     found = tables["findings"].filter(F.col("topic").isin(*META) & F.col("severity").isin("CRITICAL", "ERROR", "WARNING"))
     reps = tables["replica_status"].filter(F.col("topic").isin(*META) & (F.col("role") == "follower"))
     parts = tables["partition_status"].filter(F.col("topic").isin(*META))

@@ -21,11 +21,12 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from auditor.compare.drill import DumpFiles
+from auditor.frames import local_frame
+from auditor.ingest.batches import DumpFiles
 from auditor.ingest.discovery import InputFile
 from auditor.ingest.wholefile import read_dump_lines
 from auditor.materialise import materialise
-from auditor.spark import local_frame, session_conf
+from auditor.policy import session_conf
 from auditor.summarise.scan import pending_summaries, scan_dumps, split_scan
 from auditor.workdir import new_work_dir
 from tests.conftest import DUMPS

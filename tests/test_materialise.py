@@ -9,7 +9,6 @@ import pytest
 from pyspark.sql import functions as F
 
 from auditor.materialise import materialise, read_frame_arrow, stored_rows
-from auditor.run import is_small_input
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -23,51 +22,51 @@ def test_frames_of_one_cut_point_come_back_unchanged(spark, tmp_path: Path, monk
     the plan (a local relation), larger ones as a Parquet scan, and either way alike; and
     alike whether the cut point was collected and written by pyarrow or written by Spark."""
     import auditor.materialise
-    from auditor.spark import session_conf
+    from auditor.policy import Plan
 
-    monkeypatch.setattr(auditor.materialise, "SMALL_FRAME_ROWS", small_rows)
-    with session_conf(spark, {auditor.materialise.COLLECT_CONF: "true" if collected else None}):
-        batches = spark.createDataFrame(
-            [(T0, "t", 0, 1, 0, 9, None), (T0, "t", 0, 2, 10, 19, 7)],
-            "snapshot timestamp, topic string, partition int, replica int, base_offset bigint, last_offset bigint, "
-            "crc bigint")
-        errors = spark.createDataFrame([("f.txt", 3, "unrecognised line")], "file string, line_number bigint, error string")
-        empty = spark.createDataFrame([], "epoch int, start_offset bigint")
-        # fields that are never null, nested (a null struct holds them in the other frames' rows)
-        nested = spark.range(3).groupBy((F.col("id") % 2).alias("k")).agg(
-            F.count(F.lit(1)).alias("n"), F.collect_list(F.struct(F.col("id").alias("a"), F.lit("x").alias("b"))).alias("arr"))
-        group = f"materialise-test-{small_rows}-{collected}"
-        spark.sparkContext.setJobGroup(group, group)
-        stored = materialise({"batches": batches, "errors": errors, "empty": empty, "nested": nested}, str(tmp_path), "cut")
-        tracker = spark.sparkContext.statusTracker()
-        jobs = tracker.getJobIdsForGroup(group)
-        assert len(jobs) == 1  # all the frames in one job
-        # collected: one task per core, not one per frame's partition (each task
-        # deserialises the whole stage's plan); Spark's write keeps a task per partition
-        info = tracker.getJobInfo(jobs[0])
-        assert info is not None
-        tasks = max(stage.numTasks for stage in map(tracker.getStageInfo, info.stageIds) if stage is not None)
-        cores = spark.sparkContext.defaultParallelism
-        assert (tasks <= cores) if collected else (tasks > cores), (tasks, cores)
-        # which way it went: Spark's output committer leaves its marker file, pyarrow none
-        assert (tmp_path / "cut" / "_SUCCESS").exists() is not collected
-        for name, df in (("batches", batches), ("errors", errors), ("empty", empty), ("nested", nested)):
-            assert stored[name].columns == df.columns
-            assert [f.dataType for f in stored[name].schema.fields] == [
-                f.dataType for f in auditor.materialise._nullable(df.schema).fields]  # noqa: SLF001
-            assert all(f.nullable for f in stored[name].schema.fields)
-            assert sorted(stored[name].collect()) == sorted(df.collect())
-        for name, rows in (("batches", 2), ("errors", 1)):
-            plan = stored[name]._jdf.queryExecution().executedPlan().toString()  # noqa: SLF001
-            local = rows <= small_rows
-            assert ("LocalTableScan" in plan, "FileScan parquet" in plan) == (local, not local), (name, plan)
-        arrow = read_frame_arrow(str(tmp_path), "cut", "batches")
-        assert arrow is not None
-        assert sorted(arrow.to_pylist(), key=lambda r: r["replica"]) == [
-            {"snapshot": T0, "topic": "t", "partition": 0, "replica": 1, "base_offset": 0, "last_offset": 9, "crc": None},
-            {"snapshot": T0, "topic": "t", "partition": 0, "replica": 2, "base_offset": 10, "last_offset": 19, "crc": 7}]
-        assert read_frame_arrow(str(tmp_path), "cut", "empty") is None
-        assert [stored_rows(str(tmp_path), "cut", n) for n in ("batches", "errors", "empty")] == [2, 1, 0]
+    plan = Plan(collect=collected, local_rows=small_rows)
+    batches = spark.createDataFrame(
+        [(T0, "t", 0, 1, 0, 9, None), (T0, "t", 0, 2, 10, 19, 7)],
+        "snapshot timestamp, topic string, partition int, replica int, base_offset bigint, last_offset bigint, "
+        "crc bigint")
+    errors = spark.createDataFrame([("f.txt", 3, "unrecognised line")], "file string, line_number bigint, error string")
+    empty = spark.createDataFrame([], "epoch int, start_offset bigint")
+    # fields that are never null, nested (a null struct holds them in the other frames' rows)
+    nested = spark.range(3).groupBy((F.col("id") % 2).alias("k")).agg(
+        F.count(F.lit(1)).alias("n"), F.collect_list(F.struct(F.col("id").alias("a"), F.lit("x").alias("b"))).alias("arr"))
+    group = f"materialise-test-{small_rows}-{collected}"
+    spark.sparkContext.setJobGroup(group, group)
+    stored = materialise({"batches": batches, "errors": errors, "empty": empty, "nested": nested}, str(tmp_path),
+                         "cut", plan)
+    tracker = spark.sparkContext.statusTracker()
+    jobs = tracker.getJobIdsForGroup(group)
+    assert len(jobs) == 1  # all the frames in one job
+    # collected: one task per core, not one per frame's partition (each task
+    # deserialises the whole stage's plan); Spark's write keeps a task per partition
+    info = tracker.getJobInfo(jobs[0])
+    assert info is not None
+    tasks = max(stage.numTasks for stage in map(tracker.getStageInfo, info.stageIds) if stage is not None)
+    cores = spark.sparkContext.defaultParallelism
+    assert (tasks <= cores) if collected else (tasks > cores), (tasks, cores)
+    # which way it went: Spark's output committer leaves its marker file, pyarrow none
+    assert (tmp_path / "cut" / "_SUCCESS").exists() is not collected
+    for name, df in (("batches", batches), ("errors", errors), ("empty", empty), ("nested", nested)):
+        assert stored[name].columns == df.columns
+        assert [f.dataType for f in stored[name].schema.fields] == [
+            f.dataType for f in auditor.materialise._nullable(df.schema).fields]  # noqa: SLF001
+        assert all(f.nullable for f in stored[name].schema.fields)
+        assert sorted(stored[name].collect()) == sorted(df.collect())
+    for name, rows in (("batches", 2), ("errors", 1)):
+        plan = stored[name]._jdf.queryExecution().executedPlan().toString()  # noqa: SLF001
+        local = rows <= small_rows
+        assert ("LocalTableScan" in plan, "FileScan parquet" in plan) == (local, not local), (name, plan)
+    arrow = read_frame_arrow(str(tmp_path), "cut", "batches")
+    assert arrow is not None
+    assert sorted(arrow.to_pylist(), key=lambda r: r["replica"]) == [
+        {"snapshot": T0, "topic": "t", "partition": 0, "replica": 1, "base_offset": 0, "last_offset": 9, "crc": None},
+        {"snapshot": T0, "topic": "t", "partition": 0, "replica": 2, "base_offset": 10, "last_offset": 19, "crc": 7}]
+    assert read_frame_arrow(str(tmp_path), "cut", "empty") is None
+    assert [stored_rows(str(tmp_path), "cut", n) for n in ("batches", "errors", "empty")] == [2, 1, 0]
 
 
 @pytest.mark.spark
@@ -80,8 +79,7 @@ def test_a_cut_points_job_has_its_label_as_call_site(spark, tmp_path: Path, monk
     from pyspark.sql.classic.dataframe import DataFrame
     from pyspark.sql.readwriter import DataFrameWriter
 
-    import auditor.materialise
-    from auditor.spark import session_conf
+    from auditor.policy import Plan
 
     context = spark.sparkContext
     seen: list[tuple[str | None, str | None]] = []
@@ -95,12 +93,13 @@ def test_a_cut_points_job_has_its_label_as_call_site(spark, tmp_path: Path, monk
     monkeypatch.setattr(DataFrame, "toArrow", spy(DataFrame.toArrow))
     monkeypatch.setattr(DataFrameWriter, "parquet", spy(DataFrameWriter.parquet))
     group = f"call-site-{collected}"
-    with session_conf(spark, {auditor.materialise.COLLECT_CONF: "true" if collected else None}):
-        context.setJobGroup(group, group)
-        try:
-            stored = materialise({"rows": spark.range(5).select((F.col("id") * 2).alias("x"))}, str(tmp_path), "cut-7")
-        finally:
-            context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    plan = Plan(collect=collected)
+    context.setJobGroup(group, group)
+    try:
+        stored = materialise({"rows": spark.range(5).select((F.col("id") * 2).alias("x"))}, str(tmp_path), "cut-7",
+                             plan)
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
     assert seen == [("cut-7", "cut-7")]
     assert context.getLocalProperty("callSite.short") is None
     assert context.getLocalProperty("callSite.long") is None
@@ -115,8 +114,7 @@ def test_a_cut_points_job_has_its_label_as_call_site(spark, tmp_path: Path, monk
         assert names == {"cut-7"}
     context.setLocalProperty("callSite.long", "the caller's")
     try:
-        with session_conf(spark, {auditor.materialise.COLLECT_CONF: "true" if collected else None}):
-            materialise({"more": spark.range(2)}, str(tmp_path), "cut-8")
+        materialise({"more": spark.range(2)}, str(tmp_path), "cut-8", plan)
         assert seen[-1] == ("cut-8", "cut-8")
         assert context.getLocalProperty("callSite.long") == "the caller's"
     finally:
@@ -125,45 +123,50 @@ def test_a_cut_points_job_has_its_label_as_call_site(spark, tmp_path: Path, monk
 
 @pytest.mark.spark
 def test_log_sized_work_after_the_scan_is_spread_over_the_cores(spark) -> None:  # type: ignore[no-untyped-def]
-    """Inside ``replica_sized`` (one shuffle partition, frames in one partition, no generated
-    code), ``spread_out`` puts back the session's own settings for a block over more than
-    ``LOG_SIZED_ROWS`` rows, and only for such a block; above ``ONE_PARTITION_REPLICAS``
-    replicas, the replica-sized work keeps the session's code generation."""
-    from auditor.spark import (
-        LOG_SIZED_ROWS,
-        ONE_PARTITION_REPLICAS,
-        one_partition,
-        replica_sized,
-        spread_out,
-    )
+    """The work after the scan runs with one shuffle partition, frames in one partition and
+    no generated code; the spread plan puts back the session's own settings for work over
+    more than ``log_sized_rows`` rows, and only for it; above ``one_partition_replicas``
+    replicas, the work after the scan keeps the session's code generation."""
+    from auditor.engine.cuts import Cuts
+    from auditor.policy import Limits, SizePolicy
 
     conf = spark.conf
     own = {k: conf.get(k) for k in ("spark.sql.shuffle.partitions", "spark.sql.codegen.wholeStage")}
     conf.set("spark.sql.codegen.wholeStage", "true")
     try:
         df = spark.range(0, 100, 1, 2)
-        with replica_sized(spark, 10):
+        large = SizePolicy(input_bytes=1 << 40, replicas=10)
+        plans = large.plans(spark)
+        cuts = Cuts(spark, "/unused", large, plans)
+        rows = large.limits.log_sized_rows
+        with plans.after_scan.applied(spark):
             assert conf.get("spark.sql.shuffle.partitions") == "1"
             assert conf.get("spark.sql.codegen.wholeStage") == "false"
-            assert one_partition(df).rdd.getNumPartitions() == 1
-            with spread_out(spark, LOG_SIZED_ROWS):
-                assert conf.get("spark.sql.shuffle.partitions") == "1"
-                assert one_partition(df).rdd.getNumPartitions() == 1
-            with spread_out(spark, LOG_SIZED_ROWS + 1):
+            assert plans.after_scan.narrowed(df).rdd.getNumPartitions() == 1
+            assert cuts.plan(rows) == plans.after_scan
+            spread = cuts.plan(rows + 1)
+            assert spread == plans.spread
+            with cuts.applied(spread):
                 assert conf.get("spark.sql.shuffle.partitions") == own["spark.sql.shuffle.partitions"]
                 assert conf.get("spark.sql.codegen.wholeStage") == "true"
-                assert one_partition(df).rdd.getNumPartitions() == 2
+                assert spread.narrowed(df).rdd.getNumPartitions() == 2
             assert conf.get("spark.sql.shuffle.partitions") == "1"
-            assert one_partition(df).rdd.getNumPartitions() == 1
-        with spread_out(spark, LOG_SIZED_ROWS + 1):  # outside replica_sized: nothing changes
-            assert conf.get("spark.sql.codegen.wholeStage") == "true"
-            assert conf.get("spark.sql.shuffle.partitions") == own["spark.sql.shuffle.partitions"]
+        assert conf.get("spark.sql.codegen.wholeStage") == "true"  # put back
+        assert conf.get("spark.sql.shuffle.partitions") == own["spark.sql.shuffle.partitions"]
         # more replicas than one partition takes: tables as large as log-sized ones, compiled
-        with replica_sized(spark, ONE_PARTITION_REPLICAS + 1):
+        many = SizePolicy(input_bytes=1 << 40, replicas=Limits().one_partition_replicas + 1).plans(spark)
+        with many.after_scan.applied(spark):
             assert conf.get("spark.sql.codegen.wholeStage") == "true"
             assert conf.get("spark.sql.autoBroadcastJoinThreshold") == "-1"
-            assert one_partition(df).rdd.getNumPartitions() == 2
-        with replica_sized(spark, ONE_PARTITION_REPLICAS):
+            assert many.after_scan.narrowed(df).rdd.getNumPartitions() == 2
+        edge = SizePolicy(input_bytes=1 << 40, replicas=Limits().one_partition_replicas).plans(spark)
+        with edge.after_scan.applied(spark):
+            assert conf.get("spark.sql.codegen.wholeStage") == "false"
+        # a small input: its own settings while it is parsed, and the spread plan puts those back
+        small = SizePolicy(input_bytes=10, replicas=10).plans(spark)
+        assert small.parse.collect and small.parse.narrow
+        with small.parse.applied(spark), small.after_scan.applied(spark), small.spread.applied(spark):
+            assert conf.get("spark.sql.shuffle.partitions") == "1"
             assert conf.get("spark.sql.codegen.wholeStage") == "false"
     finally:
         conf.set("spark.sql.codegen.wholeStage", own["spark.sql.codegen.wholeStage"])
@@ -171,36 +174,36 @@ def test_log_sized_work_after_the_scan_is_spread_over_the_cores(spark) -> None: 
 
 @pytest.mark.spark
 def test_a_small_inputs_driver_side_tables_are_joined_without_a_shuffle(spark) -> None:  # type: ignore[no-untyped-def]
-    from auditor.spark import local_frame, small_input_plans
+    from auditor.frames import local_frame
 
-    def joined() -> tuple[int, str]:
-        files = local_frame(spark, [(i, f"f{i}") for i in range(50)], "file_id int, rel string")
-        lines = local_frame(spark, [(i % 50, i) for i in range(200)], "file_id int, line bigint")
+    def joined(narrow: bool) -> tuple[int, str]:
+        files = local_frame(spark, [(i, f"f{i}") for i in range(50)], "file_id int, rel string", narrow=narrow)
+        lines = local_frame(spark, [(i % 50, i) for i in range(200)], "file_id int, line bigint", narrow=narrow)
         df = lines.join(files, "file_id").groupBy("rel").count()
         assert sorted(tuple(r) for r in df.collect()) == sorted((f"f{i}", 4) for i in range(50))
         return files.rdd.getNumPartitions(), df._jdf.queryExecution().executedPlan().toString()  # noqa: SLF001
 
-    with small_input_plans():
-        parts, plan = joined()
-        assert parts == 1 and "Exchange" not in plan, plan
-    with small_input_plans(False):
-        parts, plan = joined()
-        assert parts > 1 and "Exchange" in plan, plan
-    parts, plan = joined()  # outside: as Spark plans it
+    parts, plan = joined(True)
+    assert parts == 1 and "Exchange" not in plan, plan
+    parts, plan = joined(False)  # as Spark plans it
     assert parts > 1 and "Exchange" in plan, plan
 
 
 def test_small_input_is_measured_by_bytes(tmp_path: Path) -> None:
+    from auditor.load import measure
+    from auditor.policy import Limits, SizePolicy
+
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "x.txt").write_bytes(b"x" * 1000)
     (tmp_path / "y.txt").write_bytes(b"y" * 1000)
-    assert is_small_input(str(tmp_path), limit=2001)
-    assert not is_small_input(str(tmp_path), limit=2000)
+    assert measure(str(tmp_path), "table").input_bytes == 2000
+    assert measure(str(tmp_path), "table", template=SizePolicy(limits=Limits(small_input_bytes=2001))).small_input
+    assert not measure(str(tmp_path), "table", template=SizePolicy(limits=Limits(small_input_bytes=2000))).small_input
 
 
 @pytest.mark.spark
 def test_local_frame_keeps_rows_types_and_nulls(spark) -> None:  # type: ignore[no-untyped-def]
-    from auditor.spark import local_frame
+    from auditor.frames import local_frame
 
     naive = datetime(2026, 1, 1)  # discovery's labels are UTC; a naive one is read as UTC too
     rows = [(1, "a", T0, None), (2, None, naive, 7)]
@@ -216,10 +219,10 @@ def test_local_frame_keeps_rows_types_and_nulls(spark) -> None:  # type: ignore[
 def test_many_driver_rows_are_read_from_a_stored_file(spark, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Above LOCAL_ROWS rows the frame is a Parquet scan (no copy of the rows in every
     plan), with the same rows, types and nulls."""
-    import auditor.spark
-    from auditor.spark import local_frame
+    import auditor.frames
+    from auditor.frames import local_frame
 
-    monkeypatch.setattr(auditor.spark, "LOCAL_ROWS", 1)
+    monkeypatch.setattr(auditor.frames, "LOCAL_ROWS", 1)
     rows = [(1, "a", T0, None), (2, None, datetime(2026, 1, 1), 7)]
     df = local_frame(spark, rows, "id int, name string, at timestamp, n bigint")
     plan = df._jdf.queryExecution().executedPlan().toString()
@@ -261,12 +264,11 @@ def test_whole_file_lines_match_the_line_reader(spark, tmp_path: Path, monkeypat
     where joins are shuffles), whether Spark's file source reads them or the driver does
     (its rows a local relation, or a Parquet file when they are many), bytes that are not
     UTF-8 included."""
-    from auditor import spark as sp
+    from auditor import frames as sp
     from auditor.ingest import lines
     from auditor.ingest.discovery import InputFile
     from auditor.ingest.lines import number_lines, read_small_files, read_text_lines
-    from auditor.run import SMALL_INPUT_CONF
-    from auditor.spark import session_conf
+    from auditor.policy import SMALL_INPUT_CONF, session_conf
     from tests.conftest import large_input
 
     monkeypatch.setattr(lines, "DRIVER_READ_BYTES", -1 if reader == "spark" else 1 << 20)
@@ -370,7 +372,7 @@ def test_many_paths_reach_the_jvm_in_one_call_with_spark_s_own_spelling(spark, t
 
 
 def test_union_tree_keeps_every_frame_in_order() -> None:
-    from auditor.spark import union_tree
+    from auditor.frames import union_tree
 
     calls: list[int] = []
 
@@ -392,7 +394,7 @@ def test_union_tree_keeps_every_frame_in_order() -> None:
 def test_union_all_and_a_cut_points_union_give_the_rows_of_a_chain(spark) -> None:  # type: ignore[no-untyped-def]
     from functools import reduce
 
-    from auditor.spark import union_all, union_tree
+    from auditor.frames import union_all, union_tree
 
     frames = [spark.createDataFrame([(i, f"x{i}"), (i + 100, None)], "a long, b string") for i in range(7)]
     flipped = [f.select("b", "a") if i % 3 == 1 else f for i, f in enumerate(frames)]  # matched by name

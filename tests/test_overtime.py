@@ -11,12 +11,11 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from auditor import load_snapshot
+from auditor import audit, load_snapshot
 from auditor.config import Config
 from auditor.run import run_audit
 from auditor.simulator.kafka_text import PartitionMeta
-from auditor.sinks.delta import read_history
-from tests.conftest import production_audit
+from auditor.sinks.history import read_history
 from tests.scenarios import Replica, write_describe, write_partition
 
 pytestmark = pytest.mark.spark
@@ -82,7 +81,7 @@ def over_time(rows) -> set:  # type: ignore[no-untyped-def]
 def test_several_snapshots_in_one_input(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     write_day1(tmp_path / f"snapshot={DAY1}")
     write_day2(tmp_path / f"snapshot={DAY2}")
-    tables = production_audit(load_snapshot(spark, str(tmp_path)), run_id="one")
+    tables = audit(load_snapshot(spark, str(tmp_path)), run_id="one")
     rows = [r.asDict() for r in tables["findings"].collect()]
     assert over_time(rows) == EXPECTED
     assert {str(r["snapshot"])[:10] for r in rows if r["check"] in OVER_TIME} == {"2026-01-02"}

@@ -11,9 +11,10 @@ from deltalake import DeltaTable
 
 from auditor import run as run_module
 from auditor.config import Config
-from auditor.run import format_summary, run_audit
+from auditor.run import run_audit
 from auditor.sinks.delta import arrow_schema
 from auditor.sinks.schemas import OUTPUT_TABLES
+from auditor.summary import format_summary
 from tests.handmade_snapshot import write_demo_snapshot
 from tests.invariants import KEYS, disagreements, repeated_rows
 
@@ -181,7 +182,7 @@ def test_run_failing_halfway_through_writing_is_rolled_back(spark, demo_run, mon
 
 def test_consistency_guard() -> None:
     from auditor.errors import InconsistentResultError
-    from auditor.run import check_consistent
+    from auditor.summary import check_consistent
 
     summary = ([("DIVERGENT_SUFFIX", "WARNING", 2, 0), ("HWM_ABOVE_LEO", "ERROR", 1, 0)], 0)
     check_consistent(summary, summary, 3)

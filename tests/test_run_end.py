@@ -17,8 +17,8 @@ import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable
 
-from auditor import __version__, cli
 from auditor import run as run_module
+from auditor.cli import audit as cli_audit
 from auditor.cli import main
 from auditor.config import Config
 from auditor.errors import Stopped, failure_recorded
@@ -26,6 +26,7 @@ from auditor.simulator.kafka_text import PartitionMeta
 from auditor.sinks import commit
 from auditor.sinks import delta as io
 from auditor.sinks.schemas import OUTPUT_TABLES
+from auditor.version import __version__
 from auditor.workdir import new_work_dir
 from tests.scenarios import Replica, write_describe, write_partition
 from tests.test_commit import land_run
@@ -70,7 +71,7 @@ def test_sigterm_during_each_table_write_leaves_one_failed_row(spark, tmp_path) 
     of a landed run: its writes are undone, exactly one FAILED row per attempt, the landed
     run byte-identical (SPEC 7: a failed re-run keeps the SUCCEEDED row). The audit is
     computed once; each attempt lands it (the code every run lands with)."""
-    from auditor.cli import _stop_on_sigterm
+    from auditor.cli.audit import _stop_on_sigterm
 
     snap = small_snapshot(tmp_path / "snap")
     out = tmp_path / "out"
@@ -81,7 +82,8 @@ def test_sigterm_during_each_table_write_leaves_one_failed_row(spark, tmp_path) 
         run_id="killed", cluster="c", started_at=datetime.now(timezone.utc), input=str(snap), format="kafka",
         protocol="epoch", writer=writer.name, tool_version=__version__, spark_version=spark.version)
     work_dir = new_work_dir(str(tmp_path))
-    computed = run_module.compute_run(spark, str(snap), str(out), config, identity, work_dir)
+    computed = run_module.compute_run(spark, str(snap), str(out), config, identity, work_dir,
+                                      run_module.prepare(str(snap), config))
     run_module.land_run(computed, str(out), config, writer)
     assert [r["status"] for r in runs_rows(out)] == ["SUCCEEDED"]
     stages_seen: list[str] = []
@@ -151,7 +153,7 @@ def test_sigterm_while_parsing_exits_2_with_one_failed_row(tmp_path) -> None:  #
 def test_sigterm_while_auditing_exits_2_with_one_failed_row(spark, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """SIGTERM to the CLI's own process in the middle of the engine (at its second stored
     intermediate): exit 2, one FAILED row, the earlier run's rows byte-identical."""
-    import auditor.engine as engine
+    import auditor.engine.cuts as engine
 
     snap = small_snapshot(tmp_path / "snap")
     out = tmp_path / "out"
@@ -231,7 +233,7 @@ def test_sigterm_during_a_jvm_call_leaves_the_next_call_its_own_answer(spark) ->
     without :func:`auditor.spark.drop_pending_jvm_call` the next call read the abandoned
     call's answer."""
     jvm = spark.sparkContext._jvm
-    previous = signal.signal(signal.SIGTERM, cli._raise_stopped)
+    previous = signal.signal(signal.SIGTERM, cli_audit._raise_stopped)
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
     answers = []
     try:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from auditor import load_snapshot
+from auditor import audit, load_snapshot
 from auditor.simulator.kafka_text import PartitionMeta
-from tests.conftest import production_audit, write
+from tests.conftest import write
 from tests.scenarios import Replica, write_describe, write_partition
 
 pytestmark = pytest.mark.spark
@@ -70,7 +70,7 @@ def seeds(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
     # kip3 came out of unclean elections: the follower is not in the ISR
     write_describe(root, {t: [PartitionMeta(0, L, (L, FO), (L,) if t == "kip3" else (L, FO))] for t in CASES})
     snap = load_snapshot(spark, str(root))
-    return {p: production_audit(snap, p, run_id=p) for p in ("epoch", "kip-101")}
+    return {p: audit(snap, p, run_id=p) for p in ("epoch", "kip-101")}
 
 
 @pytest.mark.parametrize("protocol", ["epoch", "kip-101"])
@@ -135,7 +135,7 @@ def test_openraft_example_as_tables(spark, tmp_path: Path) -> None:  # type: ign
         for i, (term, crc) in enumerate(entries)))
     write(tmp_path / "hwm.csv", "topic,partition,replica,high_watermark\nraft,0,3,1\nraft,0,5,0\nraft,1,3,0\nraft,1,5,0\n")
     write(tmp_path / "metadata.csv", 'topic,partition,leader,replicas,isr\nraft,0,5,"3,5","5"\nraft,1,5,"3,5","5"\n')
-    tables = production_audit(load_snapshot(spark, str(tmp_path), format="table"), run_id="raft")
+    tables = audit(load_snapshot(spark, str(tmp_path), format="table"), run_id="raft")
     rs = {(r.partition, r.replica): (r.divergence_offset, r.truncation_offset, r.status)
           for r in tables["replica_status"].filter(F.col("replica") == 3).collect()}
     assert rs == {(0, 3): (0, 0, "divergent_suffix"), (1, 3): (1, None, "silent_divergence")}

@@ -7,16 +7,14 @@ from __future__ import annotations
 import json
 import shutil
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
 
 from auditor import audit, load_snapshot
-from auditor.ingest import snapshot as snapshot_module
-from auditor.materialise import materialise
 from auditor.simulator import continue_simulation, simulate
 from auditor.simulator.history import FAULTS
-from auditor.spark import replica_sized
 from tests.conftest import large_input
 from tests.invariants import KEYS, disagreements, repeated_rows
 
@@ -48,11 +46,11 @@ def _key(f: dict) -> tuple:  # type: ignore[type-arg]
     return (f["check"], f["topic"], f["partition"], f["replica"], f["offset_start"], f["offset_end"])
 
 
-@pytest.fixture(scope="module")
-def merged(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
-    """Every case simulated on its own, then merged into one input (each case in its own log
-    directory of each broker, topics prefixed by the case) and audited once."""
-    root = tmp_path_factory.mktemp("merged")
+def merged_input(root: Path) -> tuple[dict, dict]:  # type: ignore[type-arg]
+    """Every case simulated on its own beside ``root``, then merged into one input under it
+    (each case in its own log directory of each broker, topics prefixed by the case).
+    Returns each case's ground truth and simulation summary. (``benchmarks/jobs.py``
+    audits the same input.)"""
     expected, summaries, describe = {}, {}, []
     for i, (case, kwargs) in enumerate(CASES.items()):
         one = root.parent / f"{root.name}-{case}"
@@ -69,23 +67,21 @@ def merged(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
             (root / broker.name).mkdir(exist_ok=True)
             shutil.move(str(broker / "data"), str(root / broker.name / f"logs-{case}"))
     (root / "topics-describe.txt").write_text("".join(describe))
-    # Audited as a large input is (the path of real clusters): the scan keeps summaries
-    # only, the drill-downs read the dump files again, code generation and the text
-    # readers' broadcasts on. (The small-input path has the seed cases, the model tests'
-    # other half and every CLI test.)
-    group = "precision-audit"
-    spark.sparkContext.setJobGroup(group, group)
-    try:
-        with pytest.MonkeyPatch.context() as patch, large_input(spark):
-            patch.setattr(snapshot_module, "SMALL_INPUT_BYTES", -1)
-            snap = load_snapshot(spark, str(root))
-            assert snap.source.stored is None
-            with replica_sized(spark, snap.replica_estimate):
-                tables = audit(snap, "epoch", run_id="precision")
-                stored = materialise(tables, str(root.parent / f"{root.name}-work"), "output")
-        jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
-    finally:
-        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    return expected, summaries
+
+
+@pytest.fixture(scope="module")
+def merged(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
+    """The cases merged into one input (:func:`merged_input`) and audited once, as a large
+    input is (the path of real clusters): the scan keeps summaries only, the drill-downs
+    read the dump files again, code generation and the text readers' broadcasts on. (The
+    small-input path has the seed cases, the model tests' other half and every CLI test.)"""
+    root = tmp_path_factory.mktemp("merged")
+    expected, summaries = merged_input(root)
+    with large_input(spark) as policy:
+        snap = load_snapshot(spark, str(root), policy=policy)
+        assert snap.source.stored is None
+        stored = audit(snap, "epoch", run_id="precision")
     findings = [r.asDict() for r in stored["findings"].filter(
         F.col("severity").isin("WARNING", "ERROR", "CRITICAL")).collect()]
     status = {(r.topic, r.partition, r.replica): (r.divergence_offset, r.truncation_offset)
@@ -94,7 +90,7 @@ def merged(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
     rows = {name: [r.asDict() for r in stored[name].collect()] for name in KEYS}
     repeats = repeated_rows(rows)
     repeats["disagreements"] = disagreements(rows)
-    return expected, summaries, findings, status, stored["parse_errors"].count(), jobs, repeats
+    return expected, summaries, findings, status, stored["parse_errors"].count(), repeats
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -141,18 +137,3 @@ def test_the_mix_holds_tiered_and_retained_partitions(merged) -> None:  # type: 
         shapes.update(summary.shapes)
     assert shapes["tiered"] >= 3 and shapes["retention"] >= 1 and shapes["compacted"] == 2 * len(CASES), shapes
     assert shapes["elr"] >= 1, shapes  # a describe line names an eligible leader replica (KIP-966)
-
-
-def test_a_large_input_audit_runs_at_most_20_spark_jobs(merged) -> None:  # type: ignore[no-untyped-def]
-    """Issue 21: at most 20 Spark jobs per audit, whatever the size. The count is one job per
-    cut point, one per broadcast and, per drill-down that reads files again, two more (the
-    read, then its batches stored; its file list comes from the cut before it): it does
-    not grow with the input. A broadcast is a job of its own, so only
-    the text readers' file lookups are broadcast (the dumps', the metadata log's); every
-    other small table is joined by a shuffle, a stage of its cut's job. This audit runs 20
-    jobs (counted 2026-11-27, twentieth session, before and after the small cut ran in one
-    partition; 19 when this was written): at the bound, so a job more fails; it ran 54
-    when every small table was broadcast and each drill-down listed its files with a job
-    of its own."""
-    *_, jobs, _ = merged
-    assert 12 <= jobs <= 20, jobs

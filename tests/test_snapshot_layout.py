@@ -3,14 +3,14 @@ duplicate dumps of one segment, snapshot= folders over time, and epoch caches.""
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime, timezone
 
 import pytest
 from pyspark.sql import functions as F
 
-from auditor import load_snapshot
+from auditor import audit, load_snapshot
 from auditor.simulator.kafka_text import Batch, checkpoint_text, dump_segment
-from tests.conftest import production_audit
 
 pytestmark = pytest.mark.spark
 T1 = datetime(2026, 3, 1, 12, tzinfo=timezone.utc)
@@ -106,7 +106,7 @@ def test_hwm_and_epoch_cache_per_replica(layout) -> None:  # type: ignore[no-unt
     hwm = {(r.snapshot.replace(tzinfo=timezone.utc), r.topic, r.replica): r.high_watermark for r in snap.hwm.collect()}
     assert hwm[(T1, "alpha", 1)] == 10 and hwm[(T2, "alpha", 1)] == 8
     assert hwm[(T1, "beta", 1)] == 1 and hwm[(T1, "alpha", 2)] == 12
-    tables = production_audit(snap, run_id="r", cluster="c", audit_time=T2)
+    tables = audit(snap, run_id="r", cluster="c", audit_time=T2)
     rs = {(r.snapshot.replace(tzinfo=timezone.utc), r.replica, r.topic): r
           for r in tables["replica_status"].collect()}
     r2 = rs[(T1, 2, "alpha")]
@@ -123,7 +123,7 @@ def test_a_drill_down_parses_only_the_sections_it_wants(layout) -> None:  # type
     """A drill-down reads a per-broker dump whole but parses only its wanted sections
     (``DumpFiles.items`` with sections): the items of those sections, exactly as when every
     section is parsed."""
-    from auditor.compare.drill import SECTION_FILTER_LIMIT, section_keys
+    from auditor.ingest.batches import SECTION_FILTER_LIMIT, section_keys
 
     _, snap = layout
     dumps = snap.source.dumps
@@ -147,12 +147,12 @@ def test_a_drill_down_parses_only_the_sections_it_wants(layout) -> None:  # type
 
 
 def test_a_large_input_parses_its_small_files_in_a_job_of_their_own_with_the_same_rows(  # type: ignore[no-untyped-def]
-        spark, tmp_path, monkeypatch) -> None:
+        spark, tmp_path) -> None:
     """A large input's small files (checkpoints, describe, KRaft's quorum files and metadata
     log) are parsed in a cut point of their own, without generated code, after the dump
-    lines' scan (``auditor.ingest.snapshot._load_kafka``), in one partition up to
-    ``SMALL_FILES_ONE_PARTITION_BYTES`` (a job of a few stages, not one per join and
-    window); a small input, or one of more than ``ONE_PARTITION_REPLICAS`` replicas,
+    lines' scan (``auditor.load.kafka.load_kafka``), in one partition up to
+    ``Limits.small_files_one_partition_bytes`` (a job of a few stages, not one per join and
+    window); a small input, or one of more than ``Limits.one_partition_replicas`` replicas,
     parses them in the scan's job. Every way gives the same parsed tables."""
     import json
     import os
@@ -162,7 +162,6 @@ def test_a_large_input_parses_its_small_files_in_a_job_of_their_own_with_the_sam
 
     from auditor.simulator import simulate
     from auditor.simulator.kraft import KRAFT_FAULTS
-    from auditor.spark import SMALL_TABLE_CONF, session_conf
     from tests.conftest import large_input
 
     simulate(tmp_path / "snap", topics=2, partitions=2, batches=30, seed=5, kraft_controllers=3, shapes=False,
@@ -176,14 +175,14 @@ def test_a_large_input_parses_its_small_files_in_a_job_of_their_own_with_the_sam
     context = spark.sparkContext
     small_stages: list[list[int]] = []  # per parse: the stages of each job of the small cut
 
-    def parsed(split: bool) -> tuple[dict[str, list[tuple[object, ...]]], list[str]]:
-        settings = large_input(spark) if split else session_conf(spark, SMALL_TABLE_CONF)
+    def parsed(split: bool, **limits: int) -> tuple[dict[str, list[tuple[object, ...]]], list[str]]:
+        settings = large_input(spark, **limits) if split else contextlib.nullcontext(None)
         group = f"layout-{split}-{len(small_stages)}"
         small_stages.append([])
-        with settings:
+        with settings as policy:
             context.setJobGroup(group, group)
             try:
-                snap = load_snapshot(spark, str(tmp_path / "snap"), default_snapshot=T1)
+                snap = load_snapshot(spark, str(tmp_path / "snap"), default_snapshot=T1, policy=policy)
             finally:
                 context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
             tracker = context.statusTracker()
@@ -213,16 +212,12 @@ def test_a_large_input_parses_its_small_files_in_a_job_of_their_own_with_the_sam
     assert len(small_stages[0]) == 1 and small_stages[0][0] <= 6, small_stages
     for name, rows in together.items():
         assert split[name] == rows, name
-    from auditor.ingest import snapshot as ingest_snapshot
-
-    # small files of more than SMALL_FILES_ONE_PARTITION_BYTES: their own job still, over
-    # the session's shuffle partitions
-    monkeypatch.setattr(ingest_snapshot, "SMALL_FILES_ONE_PARTITION_BYTES", -1)
-    spread, spread_cuts = parsed(True)
+    # small files of more than Limits.small_files_one_partition_bytes: their own job still,
+    # over the session's shuffle partitions
+    spread, spread_cuts = parsed(True, small_files_one_partition_bytes=-1)
     assert "small" in spread_cuts and sum(small_stages[2]) > 6, small_stages
     assert spread == together
-    monkeypatch.setattr(ingest_snapshot, "ONE_PARTITION_REPLICAS", 1)
-    many, many_cuts = parsed(True)
+    many, many_cuts = parsed(True, small_files_one_partition_bytes=-1, one_partition_replicas=1)
     assert "small" not in many_cuts, many_cuts
     assert many == together
     assert together["hwm"] and together["quorum_state"] and together["kraft_batches"]

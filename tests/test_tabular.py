@@ -8,9 +8,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from auditor import load_snapshot
+from auditor import audit, load_snapshot
 from auditor.errors import InputError
-from tests.conftest import production_audit, write
+from tests.conftest import write
 
 pytestmark = pytest.mark.spark
 
@@ -65,7 +65,7 @@ def test_metadata_and_audit_of_tables(tables) -> None:  # type: ignore[no-untype
     _, snap = tables
     md = snap.metadata.first()
     assert (md.leader, md.replicas, md.isr) == (5, [3, 5], [5])
-    out = production_audit(snap, run_id="t", cluster="raft")
+    out = audit(snap, run_id="t", cluster="raft")
     rs = {(r.partition, r.replica): r for r in out["replica_status"].collect()}
     assert rs[(0, 5)].role == "leader" and rs[(0, 3)].in_isr is False
     assert rs[(0, 5)].latest_epoch == 4 and rs[(0, 3)].log_end_offset == 3

@@ -13,7 +13,6 @@ The checks: ``HWM_REGRESSION``, ``FOLLOWER_HWM_REGRESSION``, ``STALE_LEADER_HWM`
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
 from functools import reduce
@@ -22,31 +21,17 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from auditor.checks.rows import Kind, finding, findings, s
+from auditor.columns import col, lit
+from auditor.sinks.history import History
 
 PARTITION = ["snapshot", "topic", "partition"]
 TP = ["topic", "partition"]
 
 
-@dataclass(frozen=True)
-class History:
-    """Earlier successful runs of one cluster in OUT, read narrowly.
-
-    Args:
-        observations: ``partition_status`` of those runs (``run_id, snapshot, topic,
-            partition, leader, leader_epoch, max_high_watermark``) plus the run's
-            ``started_at`` (ties between runs that saw the same snapshot).
-        load: ``load(table, days)`` returns that table's rows of those runs whose ``day`` is
-            one of ``days`` (Delta partition pruning).
-    """
-
-    observations: DataFrame
-    load: Callable[[str, list[date]], DataFrame | None]
-
-
 def _bucket(labels: list[datetime]) -> Column:
     """How many current snapshot labels are at or before the row's snapshot: a history
     row is history for the current snapshots of index >= its bucket."""
-    return reduce(lambda acc, lab: acc + (F.col("snapshot") >= F.lit(lab)).cast("int"), labels, F.lit(0))
+    return reduce(lambda acc, lab: acc + (col("snapshot") >= lit(lab)).cast("int"), labels, lit(0))
 
 
 def previous_observations(current: DataFrame, labels: list[datetime], history: History | None) -> DataFrame:
@@ -58,43 +43,43 @@ def previous_observations(current: DataFrame, labels: list[datetime], history: H
         labels: the current snapshot labels, sorted.
     """
     labels = sorted(labels)
-    order = F.array(*[F.lit(label) for label in labels])
+    order = F.array(*[lit(label) for label in labels])
     targets = current.select(*PARTITION).withColumn(
-        "_idx", F.array_position(order, F.col("snapshot")).cast("int"))
+        "_idx", F.array_position(order, col("snapshot")).cast("int"))
     cand = current.select(
-        *TP, "snapshot", F.lit(None).cast("string").alias("run_id"), "leader", "leader_epoch",
-        "max_high_watermark", F.lit(None).cast("timestamp").alias("started_at"),
-        F.lit(False).alias("from_out"),
+        *TP, "snapshot", lit(None).cast("string").alias("run_id"), "leader", "leader_epoch",
+        "max_high_watermark", lit(None).cast("timestamp").alias("started_at"),
+        lit(False).alias("from_out"),
     ).withColumn("_bucket", _bucket(labels))
     if history is not None:
         newest = max(labels)
-        h = history.observations.filter(F.col("snapshot") < F.lit(newest)).withColumn("_bucket", _bucket(labels))
+        h = history.observations.filter(col("snapshot") < lit(newest)).withColumn("_bucket", _bucket(labels))
         latest = F.max_by(F.struct("snapshot", "run_id", "leader", "leader_epoch"),
                           F.struct("snapshot", "started_at", "run_id"))
         agg = h.groupBy(*TP, "_bucket").agg(
             latest.alias("_p"), F.max("max_high_watermark").alias("max_high_watermark"))
         cand = cand.unionByName(agg.select(
-            *TP, F.col("_p.snapshot").alias("snapshot"), F.col("_p.run_id").alias("run_id"),
-            F.col("_p.leader").alias("leader"), F.col("_p.leader_epoch").alias("leader_epoch"),
-            "max_high_watermark", F.lit(None).cast("timestamp").alias("started_at"),
-            F.lit(True).alias("from_out"), "_bucket"))
+            *TP, col("_p.snapshot").alias("snapshot"), col("_p.run_id").alias("run_id"),
+            col("_p.leader").alias("leader"), col("_p.leader_epoch").alias("leader_epoch"),
+            "max_high_watermark", lit(None).cast("timestamp").alias("started_at"),
+            lit(True).alias("from_out"), "_bucket"))
     # a candidate is history for a target when it is strictly earlier; OUT aggregates carry
     # their bucket (every row in bucket b is earlier than target b+1's label)
     joined = targets.alias("t").join(cand.alias("c"), TP).filter(
-        (F.col("c.from_out") & (F.col("c._bucket") < F.col("t._idx")))
-        | (~F.col("c.from_out") & (F.col("c.snapshot") < F.col("t.snapshot"))))
+        (col("c.from_out") & (col("c._bucket") < col("t._idx")))
+        | (~col("c.from_out") & (col("c.snapshot") < col("t.snapshot"))))
     # P: the latest earlier observation; this input's own snapshot wins a tie with OUT
-    p = F.max_by(F.struct(F.col("c.snapshot").alias("p_snapshot"), F.col("c.run_id").alias("p_run_id"),
-                          F.col("c.leader").alias("p_leader"), F.col("c.leader_epoch").alias("p_leader_epoch"),
-                          F.col("c.from_out").alias("p_from_out")),
-                 F.struct(F.col("c.snapshot"), (~F.col("c.from_out")).cast("int"), F.col("c.run_id")))
-    return joined.groupBy(*[F.col(f"t.{c}").alias(c) for c in PARTITION]).agg(
+    p = F.max_by(F.struct(col("c.snapshot").alias("p_snapshot"), col("c.run_id").alias("p_run_id"),
+                          col("c.leader").alias("p_leader"), col("c.leader_epoch").alias("p_leader_epoch"),
+                          col("c.from_out").alias("p_from_out")),
+                 F.struct(col("c.snapshot"), (~col("c.from_out")).cast("int"), col("c.run_id")))
+    return joined.groupBy(*[col(f"t.{c}").alias(c) for c in PARTITION]).agg(
         p.alias("_p"), F.max("c.max_high_watermark").alias("h_max")).select(*PARTITION, "_p.*", "h_max")
 
 
 def p_days(prev: DataFrame) -> list[date]:
     """The UTC days of the P observations read from OUT (a handful of values)."""
-    rows = prev.filter(F.col("p_from_out")).select(F.to_date("p_snapshot").alias("d")).distinct().collect()
+    rows = prev.filter(col("p_from_out")).select(F.to_date("p_snapshot").alias("d")).distinct().collect()
     return sorted(r["d"] for r in rows)
 
 
@@ -102,26 +87,26 @@ def p_rows(prev: DataFrame, facts: DataFrame, log_lineage: DataFrame, history: H
            days: list[date]) -> tuple[DataFrame, DataFrame]:
     """P's per-replica HWMs (``PARTITION, replica, p_hwm``) and P's leader's log lineage
     (``PARTITION, epoch, start_offset, end_offset``), keyed by the current observation."""
-    own = prev.filter(~F.col("p_from_out"))
-    hwms = own.join(facts.select(F.col("snapshot").alias("p_snapshot"), *TP, "replica",
-                                 F.col("high_watermark").alias("p_hwm")), ["p_snapshot", *TP]
+    own = prev.filter(~col("p_from_out"))
+    hwms = own.join(facts.select(col("snapshot").alias("p_snapshot"), *TP, "replica",
+                                 col("high_watermark").alias("p_hwm")), ["p_snapshot", *TP]
                     ).select(*PARTITION, "replica", "p_hwm")
-    lin = own.join(log_lineage.select(F.col("snapshot").alias("p_snapshot"), *TP, F.col("replica").alias("p_leader"),
+    lin = own.join(log_lineage.select(col("snapshot").alias("p_snapshot"), *TP, col("replica").alias("p_leader"),
                                       "epoch", "start_offset", "end_offset"), ["p_snapshot", *TP, "p_leader"]
                    ).select(*PARTITION, "epoch", "start_offset", "end_offset")
     if history is not None:
-        out_p = prev.filter(F.col("p_from_out"))
+        out_p = prev.filter(col("p_from_out"))
         keys = ["p_run_id", "p_snapshot", *TP]
         rs = history.load("replica_status", days) if days else None
         if rs is not None:
             hwms = hwms.unionByName(out_p.join(rs.select(
-                F.col("run_id").alias("p_run_id"), F.col("snapshot").alias("p_snapshot"), *TP, "replica",
-                F.col("high_watermark").alias("p_hwm")), keys).select(*PARTITION, "replica", "p_hwm"))
+                col("run_id").alias("p_run_id"), col("snapshot").alias("p_snapshot"), *TP, "replica",
+                col("high_watermark").alias("p_hwm")), keys).select(*PARTITION, "replica", "p_hwm"))
         el = history.load("epoch_lineage", days) if days else None
         if el is not None:
-            lin = lin.unionByName(out_p.join(el.filter(F.col("source") == "log").select(
-                F.col("run_id").alias("p_run_id"), F.col("snapshot").alias("p_snapshot"), *TP,
-                F.col("replica").alias("p_leader"), "epoch", "start_offset", "end_offset"),
+            lin = lin.unionByName(out_p.join(el.filter(col("source") == "log").select(
+                col("run_id").alias("p_run_id"), col("snapshot").alias("p_snapshot"), *TP,
+                col("replica").alias("p_leader"), "epoch", "start_offset", "end_offset"),
                 [*keys, "p_leader"]).select(*PARTITION, "epoch", "start_offset", "end_offset"))
     return hwms, lin
 
@@ -140,12 +125,12 @@ def current_observations(facts: DataFrame, leaders: DataFrame, scope: DataFrame)
     """Each current observation (``PARTITION``) with its leader, the leader's epoch, HWM,
     local log start (``leader_lso``, SPEC 2) and log start, and the partition's highest HWM
     and compaction scope."""
-    lead = facts.filter(F.col("role") == "leader").select(
-        *PARTITION, F.col("replica").alias("leader"), F.col("latest_epoch").alias("leader_epoch"),
-        F.col("high_watermark").alias("leader_hwm"), F.col("local_log_start_offset").alias("leader_lso"),
-        F.col("log_start_offset").alias("leader_log_start"))
+    lead = facts.filter(col("role") == "leader").select(
+        *PARTITION, col("replica").alias("leader"), col("latest_epoch").alias("leader_epoch"),
+        col("high_watermark").alias("leader_hwm"), col("local_log_start_offset").alias("leader_lso"),
+        col("log_start_offset").alias("leader_log_start"))
     return leaders.select(*PARTITION, "leader").join(lead, [*PARTITION, "leader"], "left").join(
-        scope.select(*PARTITION, F.col("hmax").alias("max_high_watermark"), "compacted"), PARTITION, "left")
+        scope.select(*PARTITION, col("hmax").alias("max_high_watermark"), "compacted"), PARTITION, "left")
 
 
 def over_time_findings(current: DataFrame, prev: DataFrame, facts: DataFrame, log_lineage: DataFrame,
@@ -164,30 +149,30 @@ def over_time_findings(current: DataFrame, prev: DataFrame, facts: DataFrame, lo
     evidence = F.struct("p_snapshot", "p_run_id", "p_leader", "p_leader_epoch", "p_leader_hwm", "leader_epoch",
                         "leader_hwm", "h_max")
 
-    same_leader = (F.col("leader") == F.col("p_leader")) & (F.col("leader_epoch") == F.col("p_leader_epoch"))
+    same_leader = (col("leader") == col("p_leader")) & (col("leader_epoch") == col("p_leader_epoch"))
     regression = Kind(
-        same_leader & (F.col("leader_hwm") < F.col("p_leader_hwm")), "HWM_REGRESSION", "CRITICAL",
-        F.col("leader_hwm"), F.col("p_leader_hwm"), None,
+        same_leader & (col("leader_hwm") < col("p_leader_hwm")), "HWM_REGRESSION", "CRITICAL",
+        col("leader_hwm"), col("p_leader_hwm"), None,
         F.format_string("Leader %d's high watermark went back from %d (snapshot %s) to %d in the same epoch %d.",
-                        F.col("leader"), F.col("p_leader_hwm"), F.col("p_snapshot").cast("string"), F.col("leader_hwm"),
-                        F.col("leader_epoch")), evidence, replica=F.col("leader"))
+                        col("leader"), col("p_leader_hwm"), col("p_snapshot").cast("string"), col("leader_hwm"),
+                        col("leader_epoch")), evidence, replica=col("leader"))
 
-    changed = F.col("leader").isNotNull() & ~(F.col("leader").eqNullSafe(F.col("p_leader"))
-                                              & F.col("leader_epoch").eqNullSafe(F.col("p_leader_epoch")))
+    changed = col("leader").isNotNull() & ~(col("leader").eqNullSafe(col("p_leader"))
+                                              & col("leader_epoch").eqNullSafe(col("p_leader_epoch")))
     stale = Kind(
-        changed & (F.col("leader_hwm") < F.col("h_max")), "STALE_LEADER_HWM", "WARNING", F.col("leader_hwm"),
-        F.col("h_max"), None,
+        changed & (col("leader_hwm") < col("h_max")), "STALE_LEADER_HWM", "WARNING", col("leader_hwm"),
+        col("h_max"), None,
         F.format_string("New leader %d (epoch %s) has high watermark %d, below %d seen earlier: offsets in "
-                        "between were committed before and are not yet committed again.", F.col("leader"),
-                        s("leader_epoch"), F.col("leader_hwm"), F.col("h_max")), evidence, replica=F.col("leader"))
+                        "between were committed before and are not yet committed again.", col("leader"),
+                        s("leader_epoch"), col("leader_hwm"), col("h_max")), evidence, replica=col("leader"))
 
-    followers = facts.filter(F.col("role") == "follower").select(*PARTITION, "replica", "high_watermark")
+    followers = facts.filter(col("role") == "follower").select(*PARTITION, "replica", "high_watermark")
     f = followers.join(prev.select(*PARTITION, "p_snapshot", "p_run_id"), PARTITION).join(
-        hwms, [*PARTITION, "replica"]).filter(F.col("high_watermark") < F.col("p_hwm"))
+        hwms, [*PARTITION, "replica"]).filter(col("high_watermark") < col("p_hwm"))
     follower = finding(
-        f, "FOLLOWER_HWM_REGRESSION", "INFO", F.col("high_watermark"), F.col("p_hwm"), None,
-        F.format_string("Follower %d's high watermark went back from %d (snapshot %s) to %d.", F.col("replica"),
-                        F.col("p_hwm"), F.col("p_snapshot").cast("string"), F.col("high_watermark")),
+        f, "FOLLOWER_HWM_REGRESSION", "INFO", col("high_watermark"), col("p_hwm"), None,
+        F.format_string("Follower %d's high watermark went back from %d (snapshot %s) to %d.", col("replica"),
+                        col("p_hwm"), col("p_snapshot").cast("string"), col("high_watermark")),
         F.struct("p_snapshot", "p_run_id", "p_hwm", "high_watermark"))
 
     lost = committed_offsets_lost(obs, p_lineage, log_lineage)
@@ -200,43 +185,43 @@ def committed_offsets_lost(obs: DataFrame, p_lineage: DataFrame, log_lineage: Da
     """``COMMITTED_OFFSET_LOST``: offsets below H_max (and at or above the current leader's
     local log start, SPEC 2) that P's leader held in some epoch and the current leader does not hold in that
     epoch. On compacted topics only offsets both leaders hold are compared."""
-    o = obs.filter(F.col("leader").isNotNull() & F.col("p_leader").isNotNull() & F.col("h_max").isNotNull())
+    o = obs.filter(col("leader").isNotNull() & col("p_leader").isNotNull() & col("h_max").isNotNull())
     # P's rows clipped to [current leader's local log start, H_max)
     r = p_lineage.join(o.select(*PARTITION, "leader", "leader_lso", "h_max", "compacted"), PARTITION).select(
         *PARTITION, "leader", "compacted", "epoch",
-        F.greatest("start_offset", F.coalesce("leader_lso", F.lit(0))).alias("rs"),
-        F.least("end_offset", "h_max").alias("re")).filter(F.col("rs") < F.col("re"))
-    cur = log_lineage.select(*PARTITION, F.col("replica").alias("leader"), F.col("epoch").alias("c_epoch"),
-                             F.col("start_offset").alias("cs"), F.col("end_offset").alias("ce"))
-    overlap = (F.col("cs") < F.col("re")) & (F.col("ce") > F.col("rs"))
+        F.greatest("start_offset", F.coalesce("leader_lso", lit(0))).alias("rs"),
+        F.least("end_offset", "h_max").alias("re")).filter(col("rs") < col("re"))
+    cur = log_lineage.select(*PARTITION, col("replica").alias("leader"), col("epoch").alias("c_epoch"),
+                             col("start_offset").alias("cs"), col("end_offset").alias("ce"))
+    overlap = (col("cs") < col("re")) & (col("ce") > col("rs"))
     pairs = r.join(cur, [*PARTITION, "leader"], "left").withColumn(
-        "_overlap", F.coalesce(overlap, F.lit(False)))
-    same = F.col("_overlap") & (F.col("c_epoch") == F.col("epoch"))
+        "_overlap", F.coalesce(overlap, lit(False)))
+    same = col("_overlap") & (col("c_epoch") == col("epoch"))
     # non-compacted: the parts of each P row no same-epoch row of the current leader covers
     # (same-epoch lineage rows of one replica never touch or overlap)
-    plain = pairs.filter(~F.coalesce(F.col("compacted"), F.lit(False))).groupBy(
+    plain = pairs.filter(~F.coalesce(col("compacted"), lit(False))).groupBy(
         *PARTITION, "leader", "epoch", "rs", "re").agg(
-        F.max(same & (F.col("cs") <= F.col("rs")) & (F.col("ce") > F.col("rs"))).alias("start_covered"),
-        F.max(same & (F.col("cs") <= F.col("re") - 1) & (F.col("ce") > F.col("re") - 1)).alias("end_covered"),
-        F.min(F.when(same & (F.col("ce") < F.col("re")), F.col("ce"))).alias("first_end"),
-        F.max(F.when(same & (F.col("cs") > F.col("rs")), F.col("cs"))).alias("last_start"),
+        F.max(same & (col("cs") <= col("rs")) & (col("ce") > col("rs"))).alias("start_covered"),
+        F.max(same & (col("cs") <= col("re") - 1) & (col("ce") > col("re") - 1)).alias("end_covered"),
+        F.min(F.when(same & (col("ce") < col("re")), col("ce"))).alias("first_end"),
+        F.max(F.when(same & (col("cs") > col("rs")), col("cs"))).alias("last_start"),
     ).select(*PARTITION, "leader",
-             F.when(~F.col("start_covered"), F.col("rs")).otherwise(F.col("first_end")).alias("first"),
-             F.when(~F.col("end_covered"), F.col("re") - 1).otherwise(F.col("last_start") - 1).alias("last"))
+             F.when(~col("start_covered"), col("rs")).otherwise(col("first_end")).alias("first"),
+             F.when(~col("end_covered"), col("re") - 1).otherwise(col("last_start") - 1).alias("last"))
     # compacted: offsets the current leader holds, but in another epoch
-    other = pairs.filter(F.coalesce(F.col("compacted"), F.lit(False)) & F.col("_overlap")
-                         & (F.col("c_epoch") != F.col("epoch"))).select(
+    other = pairs.filter(F.coalesce(col("compacted"), lit(False)) & col("_overlap")
+                         & (col("c_epoch") != col("epoch"))).select(
         *PARTITION, "leader", F.greatest("rs", "cs").alias("first"), (F.least("re", "ce") - 1).alias("last"))
-    spans = plain.unionByName(other).filter(F.col("first").isNotNull()).groupBy(*PARTITION, "leader").agg(
+    spans = plain.unionByName(other).filter(col("first").isNotNull()).groupBy(*PARTITION, "leader").agg(
         F.min("first").alias("first"), F.max("last").alias("last"))
     found = spans.join(o.select(*PARTITION, "p_snapshot", "p_run_id", "p_leader", "p_leader_epoch", "h_max",
                                 "leader_epoch", "leader_lso", "leader_log_start"), PARTITION).withColumn(
-        "replica", F.col("leader"))
+        "replica", col("leader"))
     return finding(
-        found, "COMMITTED_OFFSET_LOST", "CRITICAL", F.col("first"), F.col("last") + 1, None,
+        found, "COMMITTED_OFFSET_LOST", "CRITICAL", col("first"), col("last") + 1, None,
         F.format_string("Leader %d no longer holds, in the same epoch, offsets %d to %d that leader %d held in "
-                        "snapshot %s below the committed high watermark %d.", F.col("leader"), F.col("first"),
-                        F.col("last"), F.col("p_leader"), F.col("p_snapshot").cast("string"), F.col("h_max")),
+                        "snapshot %s below the committed high watermark %d.", col("leader"), col("first"),
+                        col("last"), col("p_leader"), col("p_snapshot").cast("string"), col("h_max")),
         F.struct("p_snapshot", "p_run_id", "p_leader", "p_leader_epoch", "leader_epoch", "h_max",
-                 F.col("leader_log_start").alias("log_start_offset"),
-                 F.col("leader_lso").alias("local_log_start_offset")))
+                 col("leader_log_start").alias("log_start_offset"),
+                 col("leader_lso").alias("local_log_start_offset")))

@@ -11,7 +11,8 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from auditor.checks.registry import SEVERITY_RANK
+from auditor.columns import col, lit
+from auditor.registry import SEVERITY_RANK
 
 KEY = ["snapshot", "topic", "partition", "replica"]
 PARTITION = ["snapshot", "topic", "partition"]
@@ -55,7 +56,7 @@ def findings(df: DataFrame, kinds: Sequence[Kind]) -> DataFrame:
         return finding(df.filter(kinds[0].where), *_arguments(kinds[0]))
     rows = F.array(*[F.when(k.where, F.struct(*_columns(*_arguments(k)))) for k in kinds])
     return (df.filter(reduce(operator.or_, [k.where for k in kinds]))
-            .select(F.explode(rows).alias("_finding")).filter(F.col("_finding").isNotNull()).select("_finding.*"))
+            .select(F.explode(rows).alias("_finding")).filter(col("_finding").isNotNull()).select("_finding.*"))
 
 
 def _arguments(kind: Kind) -> tuple:
@@ -67,34 +68,34 @@ def _columns(check: str, severity: Column | str, start: Column | None, end: Colu
     """The columns of one finding (:data:`FINDING_COLUMNS`), over its frame's row."""
 
     def or_null(c: Column | None) -> Column:
-        return c if c is not None else F.lit(None)
+        return c if c is not None else lit(None)
 
     return [
-        F.col("snapshot"), F.col("topic"), F.col("partition"),
-        (replica if replica is not None else F.col("replica")).cast("int").alias("replica"),
-        F.lit(check).alias("check"), (F.lit(severity) if isinstance(severity, str) else severity).alias("severity"),
+        col("snapshot"), col("topic"), col("partition"),
+        (replica if replica is not None else col("replica")).cast("int").alias("replica"),
+        lit(check).alias("check"), (lit(severity) if isinstance(severity, str) else severity).alias("severity"),
         or_null(start).cast("bigint").alias("offset_start"), or_null(end).cast("bigint").alias("offset_end"),
         or_null(epoch).cast("int").alias("epoch"), message.alias("message"), F.to_json(details).alias("details"),
     ]
 
 
-def severity_rank(col: Column) -> Column:
-    """``CRITICAL`` 4, ``ERROR`` 3, ``WARNING`` 2, ``INFO`` 1 (:data:`auditor.checks.registry.SEVERITY_RANK`)."""
-    rank: Column = F.lit(None)
+def severity_rank(severity: Column) -> Column:
+    """``CRITICAL`` 4, ``ERROR`` 3, ``WARNING`` 2, ``INFO`` 1 (:data:`auditor.registry.SEVERITY_RANK`)."""
+    rank: Column = lit(None)
     for name, value in SEVERITY_RANK.items():
-        rank = F.when(col == name, F.lit(value)).otherwise(rank)
+        rank = F.when(severity == name, lit(value)).otherwise(rank)
     return rank
 
 
 def severity_name(rank: Column) -> Column:
     """The inverse of :func:`severity_rank` (null stays null)."""
-    name: Column = F.lit(None).cast("string")
+    name: Column = lit(None).cast("string")
     for level, value in SEVERITY_RANK.items():
-        name = F.when(rank == value, F.lit(level)).otherwise(name)
+        name = F.when(rank == value, lit(level)).otherwise(name)
     return name
 
 
-def s(col: str | Column) -> Column:
+def s(value: str | Column) -> Column:
     """A column as text for messages ('none' for null)."""
-    c = F.col(col) if isinstance(col, str) else col
-    return F.coalesce(c.cast("string"), F.lit("none"))
+    c = col(value) if isinstance(value, str) else value
+    return F.coalesce(c.cast("string"), lit("none"))

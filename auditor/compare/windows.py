@@ -15,6 +15,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from auditor.columns import col, lit
 from auditor.semantics.eoe import ENTRY, eoe, latest_epoch
 from auditor.semantics.truncation import kip101_offset, least_strict
 from auditor.summarise.digest import COMBINE, DIGEST_SUMS, digest, fold
@@ -26,8 +27,8 @@ PARTITION = ["snapshot", "topic", "partition"]
 def scope_floor() -> Column:
     """The first offset a comparison looks at: the higher of both local log start offsets
     (``lso``, SPEC 2) and, on a compacted topic, the higher HWM (``hmax``; SPEC 4.5)."""
-    compacted = F.coalesce(F.col("compacted"), F.lit(False)) & F.col("hmax").isNotNull()
-    return F.greatest(F.coalesce(F.col("lso"), F.lit(0)), F.when(compacted, F.col("hmax")).otherwise(F.lit(0)))
+    compacted = F.coalesce(col("compacted"), lit(False)) & col("hmax").isNotNull()
+    return F.greatest(F.coalesce(col("lso"), lit(0)), F.when(compacted, col("hmax")).otherwise(lit(0)))
 
 
 #: What a window comparison concludes (``window_verdicts.verdict``).
@@ -71,48 +72,48 @@ def window_verdicts(pairs: DataFrame, windows: DataFrame, tails: DataFrame, repl
     Returns:
         ``PARTITION, replica, leader, win, verdict, f_first, l_first, extra_first``.
     """
-    regular = replicas.select(*KEY, F.col("regular").alias("_regular"))
+    regular = replicas.select(*KEY, col("regular").alias("_regular"))
     p = (pairs.select(*PARTITION, "replica", "leader", "lso", "hmax", "compacted")
          .join(regular.withColumnRenamed("_regular", "f_regular"), KEY, "left")
-         .join(regular.select(*PARTITION, F.col("replica").alias("leader"), F.col("_regular").alias("l_regular")),
+         .join(regular.select(*PARTITION, col("replica").alias("leader"), col("_regular").alias("l_regular")),
                [*PARTITION, "leader"], "left")
          .withColumn("floor", scope_floor()))
     sums = ("n", "min_base", "max_base", "max_last", "crcless", "d1_lo", "d1_hi", "d2_lo", "d2_hi", "d1", "d2")
-    f = windows.select(*PARTITION, "replica", "win", *[F.col(c).alias(f"f_{c}") for c in sums])
-    lw = windows.select(*PARTITION, F.col("replica").alias("leader"), "win", *[F.col(c).alias(f"l_{c}") for c in sums])
+    f = windows.select(*PARTITION, "replica", "win", *[col(c).alias(f"f_{c}") for c in sums])
+    lw = windows.select(*PARTITION, col("replica").alias("leader"), "win", *[col(c).alias(f"l_{c}") for c in sums])
     keys = [*PARTITION, "replica", "leader", "floor", "f_regular", "l_regular", "win"]
     both = p.join(f, [*PARTITION, "replica"]).select(*keys, *[f"f_{c}" for c in sums]).join(
         p.join(lw, [*PARTITION, "leader"]).select(*keys, *[f"l_{c}" for c in sums]), keys, "full")
-    same = ((F.col("f_n") == F.col("l_n")) & (F.col("f_d1") == F.col("l_d1")) & (F.col("f_d2") == F.col("l_d2"))
-            & (F.col("f_crcless") == 0) & (F.col("l_crcless") == 0))
-    reaches = F.greatest(F.col("f_max_last"), F.col("l_max_last")) >= F.col("floor")
-    differ = both.filter(~F.coalesce(same, F.lit(False)) & (F.lit(all_windows) | reaches))
+    same = ((col("f_n") == col("l_n")) & (col("f_d1") == col("l_d1")) & (col("f_d2") == col("l_d2"))
+            & (col("f_crcless") == 0) & (col("l_crcless") == 0))
+    reaches = F.greatest(col("f_max_last"), col("l_max_last")) >= col("floor")
+    differ = both.filter(~F.coalesce(same, lit(False)) & (lit(all_windows) | reaches))
     if not all_windows:
-        differ = in_scope(differ, summaries, sums).filter(~F.coalesce(same, F.lit(False)))
+        differ = in_scope(differ, summaries, sums).filter(~F.coalesce(same, lit(False)))
     # the leader's tail batches after the follower's last batch, where both hold the window
-    t = tails.select(*PARTITION, F.col("replica").alias("leader"), "win", F.col("base").alias("x_base"),
-                     F.col("crcless").alias("x_crcless"), *[F.col(c).alias(f"x_{c}") for c in DIGEST_SUMS])
-    extra = differ.filter(F.col("f_n").isNotNull() & F.col("l_n").isNotNull()).select(
+    t = tails.select(*PARTITION, col("replica").alias("leader"), "win", col("base").alias("x_base"),
+                     col("crcless").alias("x_crcless"), *[col(c).alias(f"x_{c}") for c in DIGEST_SUMS])
+    extra = differ.filter(col("f_n").isNotNull() & col("l_n").isNotNull()).select(
         *PARTITION, "replica", "leader", "win", "f_max_base").join(t, [*PARTITION, "leader", "win"]).filter(
-        F.col("x_base") > F.col("f_max_base")).groupBy(*PARTITION, "replica", "leader", "win").agg(
-        F.count(F.lit(1)).alias("x_n"), F.min("x_base").alias("x_first"), F.sum("x_crcless").alias("x_crcless"),
+        col("x_base") > col("f_max_base")).groupBy(*PARTITION, "replica", "leader", "win").agg(
+        F.count(lit(1)).alias("x_n"), F.min("x_base").alias("x_first"), F.sum("x_crcless").alias("x_crcless"),
         *[F.sum(f"x_{c}").alias(f"x_{c}") for c in DIGEST_SUMS])
     judged = differ.join(extra, [*PARTITION, "replica", "leader", "win"], "left")
-    left_d1 = fold(F.col("l_d1_hi") - F.col("x_d1_hi"), F.col("l_d1_lo") - F.col("x_d1_lo"))
-    left_d2 = fold(F.col("l_d2_hi") - F.col("x_d2_hi"), F.col("l_d2_lo") - F.col("x_d2_lo"))
-    prefix = ((F.col("l_n") - F.col("x_n") == F.col("f_n")) & (left_d1 == F.col("f_d1")) & (left_d2 == F.col("f_d2"))
-              & (F.col("f_crcless") == 0) & (F.col("l_crcless") == 0))
-    known = F.coalesce(F.col("f_regular"), F.lit(False)) & F.coalesce(F.col("l_regular"), F.lit(False))
+    left_d1 = fold(col("l_d1_hi") - col("x_d1_hi"), col("l_d1_lo") - col("x_d1_lo"))
+    left_d2 = fold(col("l_d2_hi") - col("x_d2_hi"), col("l_d2_lo") - col("x_d2_lo"))
+    prefix = ((col("l_n") - col("x_n") == col("f_n")) & (left_d1 == col("f_d1")) & (left_d2 == col("f_d2"))
+              & (col("f_crcless") == 0) & (col("l_crcless") == 0))
+    known = F.coalesce(col("f_regular"), lit(False)) & F.coalesce(col("l_regular"), lit(False))
     verdict = (
-        F.when(~known, F.lit(DRILL))
-        .when(F.col("f_n").isNull(), F.when(F.col("l_min_base") >= F.col("floor"), F.lit(FOLLOWER_ABSENT)))
-        .when(F.col("l_n").isNull(), F.when(F.col("f_min_base") >= F.col("floor"), F.lit(LEADER_ABSENT)))
-        .when(F.coalesce(prefix, F.lit(False)) & (F.col("f_min_base") >= F.col("floor")), F.lit(PREFIX))
+        F.when(~known, lit(DRILL))
+        .when(col("f_n").isNull(), F.when(col("l_min_base") >= col("floor"), lit(FOLLOWER_ABSENT)))
+        .when(col("l_n").isNull(), F.when(col("f_min_base") >= col("floor"), lit(LEADER_ABSENT)))
+        .when(F.coalesce(prefix, lit(False)) & (col("f_min_base") >= col("floor")), lit(PREFIX))
     )
     return judged.select(
-        *PARTITION, "replica", "leader", "win", F.coalesce(verdict, F.lit(DRILL)).alias("verdict"),
-        F.col("f_min_base").alias("f_first"), F.col("l_min_base").alias("l_first"),
-        F.col("x_first").alias("extra_first"))
+        *PARTITION, "replica", "leader", "win", F.coalesce(verdict, lit(DRILL)).alias("verdict"),
+        col("f_min_base").alias("f_first"), col("l_min_base").alias("l_first"),
+        col("x_first").alias("extra_first"))
 
 
 #: The sums of a window summary that :func:`in_scope` restricts, and how each combines.
@@ -135,28 +136,28 @@ def in_scope(differ: DataFrame, summaries: DataFrame, sums: tuple[str, ...]) -> 
         sums: the summed columns of ``differ`` (``d1, d2`` are folded from the digest sums).
     """
     keys = [*PARTITION, "replica", "leader", "win"]
-    cut = differ.filter(F.least(F.col("f_min_base"), F.col("l_min_base")) < F.col("floor")).select(*keys, "floor")
-    rows = summaries.select(*PARTITION, F.col("replica").alias("_holder"), "win", *_RESTRICTED)
+    cut = differ.filter(F.least(col("f_min_base"), col("l_min_base")) < col("floor")).select(*keys, "floor")
+    rows = summaries.select(*PARTITION, col("replica").alias("_holder"), "win", *_RESTRICTED)
     sides = cut.join(rows, [*PARTITION, "win"]).filter(
-        (F.col("_holder") == F.col("replica")) | (F.col("_holder") == F.col("leader")))
-    above = F.col("min_base") >= F.col("floor")
+        (col("_holder") == col("replica")) | (col("_holder") == col("leader")))
+    above = col("min_base") >= col("floor")
 
     def side(prefix: str, holder: str) -> list[Column]:
-        mine = (F.col("_holder") == F.col(holder)) & above
-        return [fn(F.when(mine, F.col(c))).alias(f"_r{prefix}_{c}") for c, fn in _RESTRICTED.items()]
+        mine = (col("_holder") == col(holder)) & above
+        return [fn(F.when(mine, col(c))).alias(f"_r{prefix}_{c}") for c, fn in _RESTRICTED.items()]
 
     restricted = sides.groupBy(*keys).agg(
-        F.max(~above & (F.col("max_last") >= F.col("floor"))).alias("_split"),
+        F.max(~above & (col("max_last") >= col("floor"))).alias("_split"),
         *side("f", "replica"), *side("l", "leader"))
     joined = differ.join(restricted, keys, "left")
-    exact = F.coalesce(~F.col("_split"), F.lit(False))
+    exact = F.coalesce(~col("_split"), lit(False))
 
     def pick(prefix: str, c: str) -> Column:
         if c in ("d1", "d2"):
             value = digest(f"_r{prefix}_d")[("d1", "d2").index(c)]
         else:
-            value = F.col(f"_r{prefix}_{c}")
-        return F.when(exact, value).otherwise(F.col(f"{prefix}_{c}")).alias(f"{prefix}_{c}")
+            value = col(f"_r{prefix}_{c}")
+        return F.when(exact, value).otherwise(col(f"{prefix}_{c}")).alias(f"{prefix}_{c}")
 
     replaced = [f"{p}_{c}" for p in ("f", "l") for c in sums]
     return joined.select(*[c for c in differ.columns if c not in replaced],
@@ -165,7 +166,7 @@ def in_scope(differ: DataFrame, summaries: DataFrame, sums: tuple[str, ...]) -> 
 
 def differing_windows(verdicts: DataFrame) -> DataFrame:
     """The windows decided batch by batch: ``PARTITION, replica, leader, win``."""
-    return verdicts.filter(F.col("verdict") == DRILL).select(*PARTITION, "replica", "leader", "win")
+    return verdicts.filter(col("verdict") == DRILL).select(*PARTITION, "replica", "leader", "win")
 
 
 def summary_answers(verdicts: DataFrame) -> DataFrame:
@@ -174,9 +175,9 @@ def summary_answers(verdicts: DataFrame) -> DataFrame:
     windows) and ``first_lacking`` (the first leader batch it lacks: ``follower-absent`` and
     ``prefix`` windows). ``KEY, leader, first_other, first_lacking``."""
     return verdicts.groupBy(*PARTITION, "replica", "leader").agg(
-        F.min(F.when(F.col("verdict") == LEADER_ABSENT, F.col("f_first"))).alias("first_other"),
-        F.min(F.when(F.col("verdict") == FOLLOWER_ABSENT, F.col("l_first"))
-              .when(F.col("verdict") == PREFIX, F.col("extra_first"))).alias("first_lacking"))
+        F.min(F.when(col("verdict") == LEADER_ABSENT, col("f_first"))).alias("first_other"),
+        F.min(F.when(col("verdict") == FOLLOWER_ABSENT, col("l_first"))
+              .when(col("verdict") == PREFIX, col("extra_first"))).alias("first_lacking"))
 
 
 def truncation_probes(pairs: DataFrame, protocol: str) -> DataFrame:
@@ -193,31 +194,31 @@ def truncation_probes(pairs: DataFrame, protocol: str) -> DataFrame:
         ``KEY`` (``replica`` = the follower) and ``probe``.
     """
     empty = F.array().cast(f"array<{ENTRY}>")
-    leo, hwm = F.col("f_leo"), F.col("f_hwm")
+    leo, hwm = col("f_leo"), col("f_hwm")
     if protocol == "epoch":
-        e = latest_epoch(F.col("f_entries"))
-        el, ol = eoe(F.col("l_entries"), F.col("l_leo"), e)
+        e = latest_epoch(col("f_entries"))
+        el, ol = eoe(col("l_entries"), col("l_leo"), e)
         diverges = leo.isNotNull() & ~((el >= e) & (ol >= leo))
-        starts = lambda c: F.transform(F.coalesce(F.col(c), empty), lambda x: x["start_offset"])  # noqa: E731
+        starts = lambda c: F.transform(F.coalesce(col(c), empty), lambda x: x["start_offset"])  # noqa: E731
         probes = F.when(diverges, F.concat(starts("f_entries"), starts("l_entries"),
-                                           F.array(F.col("l_leo"), leo, hwm)))
+                                           F.array(col("l_leo"), leo, hwm)))
     elif protocol in ("kip-101", "hwm"):
         if protocol == "kip-101":
-            answer = kip101_offset(F.col("l_entries"), F.col("l_leo"), F.col("f_entries"))
+            answer = kip101_offset(col("l_entries"), col("l_leo"), col("f_entries"))
             o = F.when(answer.isNull(), least_strict(hwm, leo)).when(answer < leo, answer)
         else:
             o = least_strict(hwm, leo)
         probes = F.when(o < leo, F.array(o))
     else:
-        return pairs.select(*KEY, F.lit(None).cast("bigint").alias("probe")).filter(F.lit(False))
-    return pairs.select(*KEY, F.explode(F.array_distinct(probes)).alias("probe")).filter(F.col("probe").isNotNull())
+        return pairs.select(*KEY, lit(None).cast("bigint").alias("probe")).filter(lit(False))
+    return pairs.select(*KEY, F.explode(F.array_distinct(probes)).alias("probe")).filter(col("probe").isNotNull())
 
 
 def probe_windows(probes: DataFrame, windows: DataFrame) -> DataFrame:
     """The windows of each replica holding a batch that may contain a probed offset
     (``min_base <= probe <= max_last``): ``KEY, win``."""
     w = windows.select(*KEY, "win", "min_base", "max_last")
-    return probes.join(w, KEY).filter((F.col("min_base") <= F.col("probe")) & (F.col("probe") <= F.col("max_last"))) \
+    return probes.join(w, KEY).filter((col("min_base") <= col("probe")) & (col("probe") <= col("max_last"))) \
         .select(*KEY, "win").distinct()
 
 
@@ -237,11 +238,11 @@ def removed_records(truncated: DataFrame, windows: DataFrame, drilled: DataFrame
     Returns:
         ``KEY, removed_records``.
     """
-    t = truncated.select(*KEY, F.col("truncation_offset").alias("t"))
-    read = drilled.join(t, KEY).filter(F.col("last_offset") >= F.col("t")).groupBy(*KEY).agg(
+    t = truncated.select(*KEY, col("truncation_offset").alias("t"))
+    read = drilled.join(t, KEY).filter(col("last_offset") >= col("t")).groupBy(*KEY).agg(
         F.sum("record_count").alias("_read"))
     unread = windows.join(drilled_windows, [*KEY, "win"], "left_anti").join(t, KEY).filter(
-        F.col("min_base") >= F.col("t")).groupBy(*KEY).agg(F.sum("records").alias("_unread"))
+        col("min_base") >= col("t")).groupBy(*KEY).agg(F.sum("records").alias("_unread"))
     return t.join(read, KEY, "left").join(unread, KEY, "left").select(
-        *KEY, (F.coalesce(F.col("_read"), F.lit(0)) + F.coalesce(F.col("_unread"), F.lit(0)))
+        *KEY, (F.coalesce(col("_read"), lit(0)) + F.coalesce(col("_unread"), lit(0)))
         .cast("bigint").alias("removed_records"))

@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType
 
+from auditor.columns import col, lit
 from auditor.ingest.discovery import LEADER_EPOCH
 from auditor.ingest.lines import PLACE as FILE_PLACE
 from auditor.ingest.lines import line_counts, split_lines
@@ -80,55 +81,55 @@ def judge_checkpoints(contents: DataFrame) -> DataFrame:
     """
     # (each line is tested on its own: one regular expression over a whole file of thousands
     # of entries recurses once per entry in Java's matcher and overflows its stack)
-    text = F.col("content").cast(StringType())
+    text = col("content").cast(StringType())
     rows = contents.select("*", F.split(F.regexp_replace(text, r"\n\z", ""), "\n").alias("L"))
-    L = F.col("L")
-    entries = F.slice(L, 3, F.greatest(F.size(L), F.lit(1)))
+    L = col("L")
+    entries = F.slice(L, 3, F.greatest(F.size(L), lit(1)))
     fast = F.coalesce(
         (F.get(L, 0) == "0") & F.get(L, 1).rlike(COUNT_LINE)
         & (F.size(L) - 2 == F.get(L, 1).try_cast(IntegerType()))
-        & F.when(F.col("kind") == LEADER_EPOCH, F.forall(entries, lambda x: x.rlike(EPOCH_ENTRY)))
+        & F.when(col("kind") == LEADER_EPOCH, F.forall(entries, lambda x: x.rlike(EPOCH_ENTRY)))
         .otherwise(F.forall(entries, lambda x: x.rlike(OFFSETS_ENTRY))),
-        F.lit(False))
+        lit(False))
     # (two projections: the verdict is computed once, then read twice)
     return rows.select(*PLACE, "content", "L", fast.alias("fast")).select(
-        *PLACE, "fast", F.when(F.col("fast"), L).alias("L"), F.when(~F.col("fast"), F.col("content")).alias("content"))
+        *PLACE, "fast", F.when(col("fast"), L).alias("L"), F.when(~col("fast"), col("content")).alias("content"))
 
 
 def checkpoint_tables(judged: DataFrame) -> ParsedCheckpoints:
     """The tables of :func:`judge_checkpoints`'s files: those of Kafka's own shape from their
     lines (:func:`_with_fast`), the others read line by line (:func:`_parse_lines`)."""
-    others = judged.filter(~F.col("fast"))
+    others = judged.filter(~col("fast"))
     slow = _parse_lines(split_lines(others.select("file_id", "content")), others.select(*PLACE))
-    return _with_fast(slow, judged.filter(F.col("fast")).select(*PLACE, "L"))
+    return _with_fast(slow, judged.filter(col("fast")).select(*PLACE, "L"))
 
 
 def _with_fast(slow: ParsedCheckpoints, fast: DataFrame) -> ParsedCheckpoints:
     """``slow``'s frames and those of the files of Kafka's own shape (``place`` columns and
     ``L``, the file's lines): every file usable, its first two lines skipped, the others
     entries."""
-    L = F.col("L")
+    L = col("L")
     n = F.size(L).cast(LongType())
     entry = fast.select(*[c for c in fast.columns if c != "L"],
                         F.posexplode(F.slice(L, 3, F.size(L))).alias("pos", "e"))
-    fields = F.split(F.col("e"), " ")
-    is_epoch = F.col("kind") == LEADER_EPOCH
+    fields = F.split(col("e"), " ")
+    is_epoch = col("kind") == LEADER_EPOCH
     entries = entry.select(
-        "file_id", "kind", "snapshot", "broker", "log_dir", "rel", (F.col("pos") + 3).cast(LongType()).alias("line_number"),
-        F.when(is_epoch, F.col("topic")).otherwise(F.get(fields, 0)).alias("topic"),
-        F.when(is_epoch, F.col("partition")).otherwise(F.get(fields, 1).cast(IntegerType())).alias("partition"),
+        "file_id", "kind", "snapshot", "broker", "log_dir", "rel", (col("pos") + 3).cast(LongType()).alias("line_number"),
+        F.when(is_epoch, col("topic")).otherwise(F.get(fields, 0)).alias("topic"),
+        F.when(is_epoch, col("partition")).otherwise(F.get(fields, 1).cast(IntegerType())).alias("partition"),
         F.when(is_epoch, F.get(fields, 0).cast(IntegerType())).alias("epoch"),
         F.when(is_epoch, F.get(fields, 1)).otherwise(F.get(fields, 2)).cast(LongType()).alias("offset"),
     )
     verdicts = fast.select("file_id", "kind", "snapshot", "broker", "log_dir", "topic", "partition", "rel",
-                           F.lit(True).alias("usable"), F.lit(None).cast(StringType()).alias("reason"))
+                           lit(True).alias("usable"), lit(None).cast(StringType()).alias("reason"))
     lines = fast.select("file_id", "snapshot", "broker", "rel", F.posexplode(L).alias("pos", "t")).select(
-        "file_id", (F.col("pos") + 1).cast(LongType()).alias("line_number"),
-        F.when(F.col("pos") < 2, F.lit("skipped")).otherwise(F.lit("parsed")).alias("disposition"),
-        F.lit(None).cast(StringType()).alias("error"), F.substring(F.col("t"), 1, 200).alias("shown"),
+        "file_id", (col("pos") + 1).cast(LongType()).alias("line_number"),
+        F.when(col("pos") < 2, lit("skipped")).otherwise(lit("parsed")).alias("disposition"),
+        lit(None).cast(StringType()).alias("error"), F.substring(col("t"), 1, 200).alias("shown"),
         "snapshot", "broker", "rel")
-    counts = fast.select("file_id", n.alias("lines"), (n - 2).alias("lines_parsed"), F.lit(2).cast(LongType())
-                         .alias("lines_skipped"), F.lit(0).cast(LongType()).alias("lines_quarantined"))
+    counts = fast.select("file_id", n.alias("lines"), (n - 2).alias("lines_parsed"), lit(2).cast(LongType())
+                         .alias("lines_skipped"), lit(0).cast(LongType()).alias("lines_quarantined"))
     return ParsedCheckpoints(
         entries=slow.entries.unionByName(entries), files=slow.files.unionByName(verdicts),
         lines=slow.lines.unionByName(lines), counts=slow.counts.unionByName(counts), quarantined=slow.quarantined)
@@ -137,8 +138,8 @@ def _with_fast(slow: ParsedCheckpoints, fast: DataFrame) -> ParsedCheckpoints:
 def _parse_lines(numbered: DataFrame, files: DataFrame) -> ParsedCheckpoints:
     """Parse numbered checkpoint lines (``file_id, line_number, text``) of ``files``, line
     by line."""
-    t = F.trim(F.col("text"))
-    is_epoch = F.col("kind") == LEADER_EPOCH
+    t = F.trim(col("text"))
+    is_epoch = col("kind") == LEADER_EPOCH
     fields = F.split(t, r"\s+")
     n_fields = F.when(t == "", 0).otherwise(F.size(fields))
     topic_re = r"^[A-Za-z0-9._-]+$"
@@ -156,9 +157,9 @@ def _parse_lines(numbered: DataFrame, files: DataFrame) -> ParsedCheckpoints:
     epoch_text, offset_text = F.get(fields, 0), F.when(is_epoch, F.get(fields, 1)).otherwise(F.get(fields, 2))
     entry_problem = (
         F.when(is_epoch & epoch_text.rlike(number) & ~(epoch_text.try_cast(IntegerType()) >= 0).eqNullSafe(True),
-               F.lit("an epoch outside [0, 2^31 - 1]"))
+               lit("an epoch outside [0, 2^31 - 1]"))
         .when((n_fields >= 2) & offset_text.rlike(number) & ~(offset_text.try_cast(LongType()) >= 0).eqNullSafe(True),
-              F.lit("an offset outside [0, 2^63 - 1]"))
+              lit("an offset outside [0, 2^63 - 1]"))
     )
     entry_ok = entry_ok & entry_problem.isNull()
     # Rank among non-blank lines: 1 = version, 2 = count, then entries.
@@ -167,54 +168,54 @@ def _parse_lines(numbered: DataFrame, files: DataFrame) -> ParsedCheckpoints:
         numbered.join(files, "file_id")
         .select("*", t.alias("t"), (t == "").alias("blank"), entry_ok.alias("entry_ok"),
                 fields.alias("fields"), entry_problem.alias("entry_problem"))
-        .withColumn("rank", F.sum(F.when(~F.col("blank"), 1).otherwise(0)).over(nonblank))
+        .withColumn("rank", F.sum(F.when(~col("blank"), 1).otherwise(0)).over(nonblank))
     )
-    per_file = lines.filter(~F.col("blank")).groupBy("file_id").agg(
-        F.max(F.when(F.col("rank") == 1, F.col("t"))).alias("version"),
-        F.max(F.when(F.col("rank") == 2, F.col("t"))).alias("count_text"),
-        F.count(F.when(F.col("rank") > 2, 1)).alias("n_entries"),
-        F.min(F.when((F.col("rank") > 2) & ~F.col("entry_ok"), F.col("line_number"))).alias("bad_line"),
-        F.min_by(F.col("entry_problem"), F.when((F.col("rank") > 2) & ~F.col("entry_ok"), F.col("line_number")))
+    per_file = lines.filter(~col("blank")).groupBy("file_id").agg(
+        F.max(F.when(col("rank") == 1, col("t"))).alias("version"),
+        F.max(F.when(col("rank") == 2, col("t"))).alias("count_text"),
+        F.count(F.when(col("rank") > 2, 1)).alias("n_entries"),
+        F.min(F.when((col("rank") > 2) & ~col("entry_ok"), col("line_number"))).alias("bad_line"),
+        F.min_by(col("entry_problem"), F.when((col("rank") > 2) & ~col("entry_ok"), col("line_number")))
         .alias("bad_why"),
     )
     reason = (
-        F.when(F.col("version").isNull(), F.lit(None))
-        .when(F.col("version") != "0", F.format_string(
+        F.when(col("version").isNull(), lit(None))
+        .when(col("version") != "0", F.format_string(
             "unrecognised checkpoint version %s (expected 0)", F.substring("version", 1, 40)))
-        .when(F.col("count_text").isNull(), F.lit(None))
+        .when(col("count_text").isNull(), lit(None))
         # (Kafka reads the count as an int: digits beyond a long are no number here either)
-        .when(~F.col("count_text").rlike(r"^\d+$") | F.col("count_text").try_cast(LongType()).isNull(),
-              F.lit("entry count line is not a number"))
-        .when(F.col("bad_line").isNotNull() & F.col("bad_why").isNotNull(), F.format_string(
-            "malformed entry on line %d: %s, a value Kafka never writes", F.col("bad_line"), F.col("bad_why")))
-        .when(F.col("bad_line").isNotNull(), F.format_string("malformed entry on line %d", F.col("bad_line")))
-        .when(F.col("count_text").try_cast(LongType()) != F.col("n_entries"), F.format_string(
-            "expected %s entries but found %d", F.col("count_text"), F.col("n_entries")))
+        .when(~col("count_text").rlike(r"^\d+$") | col("count_text").try_cast(LongType()).isNull(),
+              lit("entry count line is not a number"))
+        .when(col("bad_line").isNotNull() & col("bad_why").isNotNull(), F.format_string(
+            "malformed entry on line %d: %s, a value Kafka never writes", col("bad_line"), col("bad_why")))
+        .when(col("bad_line").isNotNull(), F.format_string("malformed entry on line %d", col("bad_line")))
+        .when(col("count_text").try_cast(LongType()) != col("n_entries"), F.format_string(
+            "expected %s entries but found %d", col("count_text"), col("n_entries")))
     )
     verdicts = files.join(per_file.select("file_id", reason.alias("reason")), "file_id", "left").select(
         "file_id", "kind", "snapshot", "broker", "log_dir", "topic", "partition", "rel",
-        F.col("reason").isNull().alias("usable"), "reason")
+        col("reason").isNull().alias("usable"), "reason")
     judged = lines.join(verdicts.select("file_id", "usable", "reason"), "file_id")
     disposition = (
-        F.when(F.col("blank"), "skipped")
-        .when(~F.col("usable"), "quarantined")
-        .when(F.col("rank") <= 2, "skipped")
+        F.when(col("blank"), "skipped")
+        .when(~col("usable"), "quarantined")
+        .when(col("rank") <= 2, "skipped")
         .otherwise("parsed")
     )
     dispositions = judged.select(
         "file_id", "line_number", disposition.alias("disposition"),
-        F.when(~F.col("usable") & ~F.col("blank"), F.concat(F.lit("checkpoint file rejected: "), F.col("reason"))).alias("error"),
-        F.substring(F.col("t"), 1, 200).alias("shown"), "snapshot", "broker", "rel",
+        F.when(~col("usable") & ~col("blank"), F.concat(lit("checkpoint file rejected: "), col("reason"))).alias("error"),
+        F.substring(col("t"), 1, 200).alias("shown"), "snapshot", "broker", "rel",
     )
-    good = judged.filter(F.col("usable") & (F.col("rank") > 2) & ~F.col("blank"))
+    good = judged.filter(col("usable") & (col("rank") > 2) & ~col("blank"))
     entries = good.select(
         "file_id", "kind", "snapshot", "broker", "log_dir", "rel", "line_number",
-        F.when(F.col("kind") == LEADER_EPOCH, F.col("topic")).otherwise(F.get(F.col("fields"), 0)).alias("topic"),
-        F.when(F.col("kind") == LEADER_EPOCH, F.col("partition"))
-        .otherwise(F.get(F.col("fields"), 1).try_cast(IntegerType())).alias("partition"),
-        F.when(F.col("kind") == LEADER_EPOCH, F.get(F.col("fields"), 0).try_cast(IntegerType())).alias("epoch"),
-        F.when(F.col("kind") == LEADER_EPOCH, F.get(F.col("fields"), 1))
-        .otherwise(F.get(F.col("fields"), 2)).try_cast(LongType()).alias("offset"),
+        F.when(col("kind") == LEADER_EPOCH, col("topic")).otherwise(F.get(col("fields"), 0)).alias("topic"),
+        F.when(col("kind") == LEADER_EPOCH, col("partition"))
+        .otherwise(F.get(col("fields"), 1).try_cast(IntegerType())).alias("partition"),
+        F.when(col("kind") == LEADER_EPOCH, F.get(col("fields"), 0).try_cast(IntegerType())).alias("epoch"),
+        F.when(col("kind") == LEADER_EPOCH, F.get(col("fields"), 1))
+        .otherwise(F.get(col("fields"), 2)).try_cast(LongType()).alias("offset"),
     )
     return ParsedCheckpoints(entries=entries, files=verdicts, lines=dispositions, counts=line_counts(dispositions),
-                             quarantined=dispositions.filter(F.col("disposition") == "quarantined"))
+                             quarantined=dispositions.filter(col("disposition") == "quarantined"))

@@ -15,6 +15,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, IntegerType
 
+from auditor.columns import col, lit
+
 
 @dataclass(frozen=True)
 class ParsedDescribe:
@@ -34,13 +36,13 @@ def _value(t: Column, key: str, pattern: str = r"\S*") -> Column:
 
 def _ids(value: Column) -> Column:
     """``'1,2,3'`` -> ``[1, 2, 3]``; ``''`` -> ``[]``; null stays null."""
-    return F.when(value.isNull(), F.lit(None).cast(ArrayType(IntegerType()))).otherwise(
+    return F.when(value.isNull(), lit(None).cast(ArrayType(IntegerType()))).otherwise(
         F.filter(F.transform(F.split(value, ","), lambda x: F.trim(x).try_cast(IntegerType())), lambda x: x.isNotNull()))
 
 
 def _as_set(name: str) -> Column:
     """An id list compared as a set (``Isr:``, ``Elr:``, ``LastKnownElr:``)."""
-    return F.array_sort(F.array_distinct(F.col(name)))
+    return F.array_sort(F.array_distinct(col(name)))
 
 
 def cleanup_policy(configs: Column) -> Column:
@@ -74,38 +76,38 @@ def judge_describe(numbered: DataFrame, files: DataFrame) -> DataFrame:
         numbered: ``file_id, line_number, text``.
         files: ``file_id, rel, snapshot, broker`` (small).
     """
-    t = F.trim(F.regexp_replace(F.col("text"), "\r$", ""))
+    t = F.trim(F.regexp_replace(col("text"), "\r$", ""))
     lines = numbered.join(files, "file_id").select("*", t.alias("t"))
-    is_part = F.col("t").rlike(r"(^|\s)Partition:\s*\d+") & F.col("t").rlike(r"(^|\s)Topic:\s*\S")
-    is_topic = F.col("t").rlike(r"(^|\s)PartitionCount:") & F.col("t").rlike(r"(^|\s)Topic:\s*\S")
-    leader_text = _value(F.col("t"), "Leader", r"-?\d+|none")
+    is_part = col("t").rlike(r"(^|\s)Partition:\s*\d+") & col("t").rlike(r"(^|\s)Topic:\s*\S")
+    is_topic = col("t").rlike(r"(^|\s)PartitionCount:") & col("t").rlike(r"(^|\s)Topic:\s*\S")
+    leader_text = _value(col("t"), "Leader", r"-?\d+|none")
     leader_ok = leader_text.isNotNull() & (leader_text != "")
     kind = (
-        F.when(F.col("t") == "", "blank")
+        F.when(col("t") == "", "blank")
         .when(is_part & leader_ok, "partition")
         .when(is_part, "bad_partition")
         .when(is_topic, "topic")
         .otherwise("unknown")
     )
     lines = lines.select("*", kind.alias("kind"))
-    part = F.col("kind") == "partition"
-    leader = F.when(leader_text.isin("none", "-1"), F.lit(None)).otherwise(leader_text).cast(IntegerType())
-    elr = _value(F.col("t"), "Elr", r"[\d,]*")
+    part = col("kind") == "partition"
+    leader = F.when(leader_text.isin("none", "-1"), lit(None)).otherwise(leader_text).cast(IntegerType())
+    elr = _value(col("t"), "Elr", r"[\d,]*")
     return lines.select(
         "file_id", "line_number", "snapshot", "broker", "rel", "kind",
-        F.substring(F.col("t"), 1, 300).alias("shown"),
-        F.when(part | (F.col("kind") == "topic"), F.regexp_extract(F.col("t"), r"(?:^|\s)Topic:\s*(\S+)", 1))
+        F.substring(col("t"), 1, 300).alias("shown"),
+        F.when(part | (col("kind") == "topic"), F.regexp_extract(col("t"), r"(?:^|\s)Topic:\s*(\S+)", 1))
         .alias("topic"),
-        F.when(part, F.regexp_extract(F.col("t"), r"(?:^|\s)Partition:\s*(\d+)", 1).try_cast(IntegerType()))
+        F.when(part, F.regexp_extract(col("t"), r"(?:^|\s)Partition:\s*(\d+)", 1).try_cast(IntegerType()))
         .alias("partition"),
         F.when(part, leader).alias("leader"),
-        F.when(part, _ids(_value(F.col("t"), "Replicas", r"[\d,]*"))).alias("replicas"),
-        F.when(part, _ids(_value(F.col("t"), "Isr", r"[\d,]*"))).alias("isr"),
+        F.when(part, _ids(_value(col("t"), "Replicas", r"[\d,]*"))).alias("replicas"),
+        F.when(part, _ids(_value(col("t"), "Isr", r"[\d,]*"))).alias("isr"),
         F.when(part, _ids(elr)).alias("elr"),
-        F.when(part, _ids(_value(F.col("t"), "LastKnownElr", r"[\d,]*"))).alias("last_known_elr"),
+        F.when(part, _ids(_value(col("t"), "LastKnownElr", r"[\d,]*"))).alias("last_known_elr"),
         F.when(part, elr.isNotNull()).alias("has_elr"),
-        F.when(F.col("kind") == "topic", cleanup_policy(
-            F.regexp_extract(F.col("t"), r"(?:^|\s)Configs:\s*(.*)$", 1))).alias("cleanup_policy"),
+        F.when(col("kind") == "topic", cleanup_policy(
+            F.regexp_extract(col("t"), r"(?:^|\s)Configs:\s*(.*)$", 1))).alias("cleanup_policy"),
     )
 
 
@@ -116,34 +118,34 @@ def describe_tables(judged: DataFrame) -> ParsedDescribe:
         return ["file_id", "line_number", verdict.alias("disposition"), error.alias("error"),
                 "shown", "snapshot", "broker", "rel"]
 
-    others = judged.filter(F.col("kind") != "partition").select(*disposition(
-        F.when(F.col("kind") == "blank", "skipped").when(F.col("kind") == "topic", "parsed").otherwise("quarantined"),
-        F.when(F.col("kind") == "bad_partition", "partition line without a Leader: value")
-        .when(F.col("kind") == "unknown", "unrecognised line in topics-describe.txt")))
+    others = judged.filter(col("kind") != "partition").select(*disposition(
+        F.when(col("kind") == "blank", "skipped").when(col("kind") == "topic", "parsed").otherwise("quarantined"),
+        F.when(col("kind") == "bad_partition", "partition line without a Leader: value")
+        .when(col("kind") == "unknown", "unrecognised line in topics-describe.txt")))
     # SPEC 5 METADATA_CONFLICT: a partition listed more than once. The first line (in file
     # and line order: total) is used; a later line with the same parsed values is skipped,
     # one with other values quarantined and the partition flagged.
-    same = (F.col("leader").eqNullSafe(F.col("_leader")) & F.col("replicas").eqNullSafe(F.col("_replicas"))
+    same = (col("leader").eqNullSafe(col("_leader")) & col("replicas").eqNullSafe(col("_replicas"))
             & _as_set("isr").eqNullSafe(_as_set("_isr")) & _as_set("elr").eqNullSafe(_as_set("_elr"))
             & _as_set("last_known_elr").eqNullSafe(_as_set("_last_known_elr")))
     first = Window.partitionBy("snapshot", "topic", "partition").orderBy("rel", "line_number")
-    ranked = judged.filter(F.col("kind") == "partition").select(
+    ranked = judged.filter(col("kind") == "partition").select(
         "*", F.row_number().over(first).alias("_n"),
         *[F.first(c).over(first).alias(f"_{c}")
           for c in ("leader", "replicas", "isr", "elr", "last_known_elr", "rel", "line_number")])
     # (a later line's verdict: null on the first, which is used)
-    ranked = ranked.select("*", F.when(F.col("_n") > 1, same).alias("_same"))
-    conflicts = ranked.filter(~F.col("_same")).groupBy("snapshot", "topic", "partition").agg(
+    ranked = ranked.select("*", F.when(col("_n") > 1, same).alias("_same"))
+    conflicts = ranked.filter(~col("_same")).groupBy("snapshot", "topic", "partition").agg(
         F.sort_array(F.collect_list("line_number")).alias("conflict_lines"))
     metadata = ranked.filter("_n = 1").join(conflicts, ["snapshot", "topic", "partition"], "left").select(
         "snapshot", "topic", "partition", "leader", "replicas", "isr", "elr", "last_known_elr", "has_elr",
-        F.col("rel").alias("file"),
-        F.coalesce(F.col("conflict_lines"), F.array().cast("array<bigint>")).alias("conflict_lines"))
+        col("rel").alias("file"),
+        F.coalesce(col("conflict_lines"), F.array().cast("array<bigint>")).alias("conflict_lines"))
     parts = ranked.select(*disposition(
-        F.when(F.col("_n") == 1, "parsed").when(F.col("_same"), "skipped").otherwise("quarantined"),
-        F.when(~F.col("_same"), F.format_string(
+        F.when(col("_n") == 1, "parsed").when(col("_same"), "skipped").otherwise("quarantined"),
+        F.when(~col("_same"), F.format_string(
             "partition %s-%d listed again with other values (leader, replicas or ISR) than on line %d of %s, "
-            "which is used", F.col("topic"), F.col("partition"), F.col("_line_number"), F.col("_rel")))))
-    topics = judged.filter(F.col("kind") == "topic").groupBy("snapshot", "topic").agg(
+            "which is used", col("topic"), col("partition"), col("_line_number"), col("_rel")))))
+    topics = judged.filter(col("kind") == "topic").groupBy("snapshot", "topic").agg(
         F.max("cleanup_policy").alias("cleanup_policy"))
     return ParsedDescribe(metadata=metadata, topics=topics, lines=others.unionByName(parts))

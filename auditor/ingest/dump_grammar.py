@@ -32,6 +32,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType
 
+from auditor.columns import lit
+
 INT = r"-?\d+"
 
 #: Where a line's content (keys, payloads, header keys, control records) starts.
@@ -127,14 +129,14 @@ def tokens(meta: Column) -> Column:
     ``name:`` token and one index: no regular expression, no string copy per field. The
     leading empty token makes an absent field read as empty (``array_position`` gives 0).
     """
-    return F.split(F.concat(F.lit(" "), meta), " ")
+    return F.split(F.concat(lit(" "), meta), " ")
 
 
 def field_text(toks: Column, name: str) -> Column:
     """The token after the first ``name:`` token of ``toks`` (:func:`tokens`); null when the
     field is absent or empty (two spaces, or a line cut after the name)."""
     value = F.get(toks, F.array_position(toks, f"{name}:").cast(IntegerType()))
-    return F.nullif(value, F.lit(""))
+    return F.nullif(value, lit(""))
 
 
 def field_long(fields: Column, name: str) -> Column:
@@ -152,7 +154,7 @@ def field_bool(fields: Column, *names: str) -> Column:
     null when absent or neither ``true`` nor ``false``."""
     values = [field_text(fields, n) for n in names]
     value = F.coalesce(*[F.when(v.isin("true", "false"), v) for v in values])
-    return value == F.lit("true")
+    return value == lit("true")
 
 
 def header_path(line: Column) -> Column:
@@ -210,7 +212,7 @@ def safe_metadata(meta: Column) -> Column:
 
     def keep(token: Column, i: Column) -> Column:
         is_value = F.get(toks, i - 1).isin(*names) & token.rlike(_FIELD_VALUE)
-        return F.when(token.isin(*names, "|", "") | is_value, token).otherwise(F.lit(NOT_SHOWN))
+        return F.when(token.isin(*names, "|", "") | is_value, token).otherwise(lit(NOT_SHOWN))
 
     joined = F.array_join(F.transform(toks, keep), " ")
     return F.regexp_replace(joined, f"{NOT_SHOWN}( {NOT_SHOWN})+", NOT_SHOWN)
@@ -227,8 +229,8 @@ def redacted(line: Column, kind: Column) -> Column:
     meta = F.substring(safe_metadata(metadata_part(line)), 1, 500)
     return (
         F.when(kind == "unknown", F.concat(
-            F.lit("<unrecognised line of "), F.length(line).cast("string"), F.lit(" characters, not shown>")))
+            lit("<unrecognised line of "), F.length(line).cast("string"), lit(" characters, not shown>")))
         .when(kind == "invalid_bytes", F.concat(
-            F.lit("Found "), F.regexp_extract(line, r"^Found (\d+) ", 1), F.lit(" invalid bytes at the end of the segment")))
+            lit("Found "), F.regexp_extract(line, r"^Found (\d+) ", 1), lit(" invalid bytes at the end of the segment")))
         .otherwise(meta)
     )

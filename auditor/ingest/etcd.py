@@ -39,15 +39,15 @@ from pathlib import Path
 from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 
-from auditor.compare.drill import BatchSource
+from auditor.columns import col, lit
 from auditor.errors import InputError
+from auditor.frames import local_frame
+from auditor.ingest.batches import BatchSource
 from auditor.ingest.discovery import InputFile, root_entries, snapshot_roots
 from auditor.ingest.etcd_wal import read_wal_records
 from auditor.ingest.lines import LINE_COUNTS, line_counts
 from auditor.ingest.model import ERRORS_SCHEMA, SEGMENTS_DDL, TOPICS_DDL, Snapshot, offsets_ddl
 from auditor.materialise import materialise
-from auditor.spark import local_frame
-from auditor.summarise.scan import summarise_batches
 
 TOPIC, PARTITION = "etcd", 0
 MEMBER_DIR = re.compile(r"^member=(?P<name>.+)$")
@@ -138,7 +138,7 @@ def _wal_files(found: EtcdInput, base: Path, folder: Path, instant: datetime) ->
     return out
 
 
-def load_etcd(spark: SparkSession, path: str, snapshot: str | None, default_snapshot: datetime,
+def read_etcd(spark: SparkSession, path: str, snapshot: str | None, default_snapshot: datetime,
               work_dir: str) -> Snapshot:
     """Read the members' WAL files under ``path`` into a :class:`Snapshot` (see the module
     docstring for the mapping)."""
@@ -161,26 +161,26 @@ def load_etcd(spark: SparkSession, path: str, snapshot: str | None, default_snap
     # first file whose CRC chain does not continue the previous file's (or that does not
     # follow it in sequence).
     per_file = records.groupBy("file_id", *member, "seq", "rel", "name_index", "last_file").agg(
-        F.max(F.when((F.col("record_no") == 0) & (F.col("record_type") == "crc"), F.col("crc"))).alias("start_crc"),
-        F.max_by("crc", F.when(F.col("problem").isNull(), F.col("record_no"))).alias("end_crc"),
-        F.min(F.when(F.col("problem").isNotNull(), F.col("record_no"))).alias("problem_no"))
+        F.max(F.when((col("record_no") == 0) & (col("record_type") == "crc"), col("crc"))).alias("start_crc"),
+        F.max_by("crc", F.when(col("problem").isNull(), col("record_no"))).alias("end_crc"),
+        F.min(F.when(col("problem").isNotNull(), col("record_no"))).alias("problem_no"))
     by_seq = Window.partitionBy(*member).orderBy("seq", "rel")
     chain = per_file.select(
         "*", F.lag("seq").over(by_seq).alias("prev_seq"), F.lag("end_crc").over(by_seq).alias("prev_end_crc"),
         F.lag("problem_no").over(by_seq).alias("prev_problem"))
-    broken = chain.filter(F.col("prev_seq").isNotNull() & F.col("prev_problem").isNull() & (
-        (F.col("seq") != F.col("prev_seq") + 1) | ~F.col("start_crc").eqNullSafe(F.col("prev_end_crc"))))
+    broken = chain.filter(col("prev_seq").isNotNull() & col("prev_problem").isNull() & (
+        (col("seq") != col("prev_seq") + 1) | ~col("start_crc").eqNullSafe(col("prev_end_crc"))))
     breaks = broken.select(
-        *member, "file_id", "seq", "rel", "last_file", F.lit(-1).cast("bigint").alias("record_no"),
-        F.lit(None).cast("bigint").alias("byte_offset"), F.lit(False).alias("torn"),
-        F.when(F.col("seq") != F.col("prev_seq") + 1, F.format_string(
-            "the WAL file sequence jumps from %d to %d: a file is missing", F.col("prev_seq"), F.col("seq")))
+        *member, "file_id", "seq", "rel", "last_file", lit(-1).cast("bigint").alias("record_no"),
+        lit(None).cast("bigint").alias("byte_offset"), lit(False).alias("torn"),
+        F.when(col("seq") != col("prev_seq") + 1, F.format_string(
+            "the WAL file sequence jumps from %d to %d: a file is missing", col("prev_seq"), col("seq")))
         .otherwise(F.format_string(
             "the CRC chain breaks: this file starts from CRC %d, the previous file ended at %d",
-            F.col("start_crc"), F.col("prev_end_crc"))).alias("problem"))
-    bad_records = records.filter(F.col("problem").isNotNull()).select(
+            col("start_crc"), col("prev_end_crc"))).alias("problem"))
+    bad_records = records.filter(col("problem").isNotNull()).select(
         *member, "file_id", "seq", "rel", "last_file", "record_no", "byte_offset",
-        F.coalesce(F.col("torn"), F.lit(False)).alias("torn"), "problem")
+        F.coalesce(col("torn"), lit(False)).alias("torn"), "problem")
     first_stop = breaks.unionByName(bad_records).groupBy(*member).agg(
         F.min(F.struct("seq", "rel", "record_no", "file_id", "byte_offset", "torn", "last_file", "problem"))
         .alias("stop"))
@@ -188,73 +188,72 @@ def load_etcd(spark: SparkSession, path: str, snapshot: str | None, default_snap
 
     readable = records.join(stops.select(*member, F.struct("seq", "rel", "record_no").alias("stop_pos")),
                             member, "left").withColumn(
-        "readable", F.col("problem").isNull() & (F.col("stop_pos").isNull() | (pos < F.col("stop_pos"))))
+        "readable", col("problem").isNull() & (col("stop_pos").isNull() | (pos < col("stop_pos"))))
     good = readable.filter("readable")
     latest = good.groupBy(*member).agg(
-        F.max_by("snap_index", F.when(F.col("record_type") == "snapshot", pos)).alias("start_index"),
-        F.max_by("hs_commit", F.when(F.col("record_type") == "state", pos)).alias("commit"))
-    entries = good.filter(F.col("record_type") == "entry").join(latest.select(*member, "start_index"), member, "left") \
-        .filter(F.col("index") > F.coalesce(F.col("start_index"), F.lit(-1)))
+        F.max_by("snap_index", F.when(col("record_type") == "snapshot", pos)).alias("start_index"),
+        F.max_by("hs_commit", F.when(col("record_type") == "state", pos)).alias("commit"))
+    entries = good.filter(col("record_type") == "entry").join(latest.select(*member, "start_index"), member, "left") \
+        .filter(col("index") > F.coalesce(col("start_index"), lit(-1)))
     # A later entry at or below an earlier one's index replaces the tail from there: an
     # entry survives when every entry written after it has a higher index. (The frame runs
     # over the entries written later, in reverse order, so it is a running minimum.)
-    later = Window.partitionBy(*member).orderBy(F.col("seq").desc(), F.col("rel").desc(), F.col("record_no").desc()) \
+    later = Window.partitionBy(*member).orderBy(col("seq").desc(), col("rel").desc(), col("record_no").desc()) \
         .rowsBetween(Window.unboundedPreceding, -1)
     log = entries.withColumn("next_min", F.min("index").over(later)).filter(
-        F.col("next_min").isNull() | (F.col("index") < F.col("next_min")))
+        col("next_min").isNull() | (col("index") < col("next_min")))
     batches = log.select(
-        "snapshot", "replica", F.lit(TOPIC).alias("topic"), F.lit(PARTITION).alias("partition"),
-        F.col("rel").alias("file"), (F.col("record_no") + 1).alias("line_number"),
-        F.col("name_index").alias("segment_base_offset"), F.col("index").alias("base_offset"),
-        F.col("index").alias("last_offset"), F.col("term").cast("int").alias("epoch"),
-        F.col("entry_crc").alias("crc"), F.lit(1).cast("bigint").alias("record_count"),
-        F.lit(True).alias("is_valid"), (F.col("entry_type") != 0).alias("is_control"),
-        F.lit(None).cast("boolean").alias("is_transactional"), F.lit(None).cast("int").alias("magic"),
-        F.lit("etcd").alias("origin"))
-    keyed = [F.lit(TOPIC).alias("topic"), F.lit(PARTITION).alias("partition")]
+        "snapshot", "replica", lit(TOPIC).alias("topic"), lit(PARTITION).alias("partition"),
+        col("rel").alias("file"), (col("record_no") + 1).alias("line_number"),
+        col("name_index").alias("segment_base_offset"), col("index").alias("base_offset"),
+        col("index").alias("last_offset"), col("term").cast("int").alias("epoch"),
+        col("entry_crc").alias("crc"), lit(1).cast("bigint").alias("record_count"),
+        lit(True).alias("is_valid"), (col("entry_type") != 0).alias("is_control"),
+        lit(None).cast("boolean").alias("is_transactional"), lit(None).cast("int").alias("magic"),
+        lit("etcd").alias("origin"))
+    keyed = [lit(TOPIC).alias("topic"), lit(PARTITION).alias("partition")]
     ends = log.groupBy(*member).agg(F.min("index").alias("first_index"), F.max("index").alias("last_index"))
     offsets = latest.join(ends, member, "full")
-    hwm = offsets.filter(F.col("commit").isNotNull()).select(
-        "snapshot", *keyed, "replica", (F.col("commit") + 1).alias("high_watermark"))
+    hwm = offsets.filter(col("commit").isNotNull()).select(
+        "snapshot", *keyed, "replica", (col("commit") + 1).alias("high_watermark"))
     log_start = offsets.select(
         "snapshot", *keyed, "replica",
-        F.coalesce(F.col("start_index") + 1, F.col("first_index")).alias("log_start_offset")).filter(
-        F.col("log_start_offset").isNotNull())
+        F.coalesce(col("start_index") + 1, col("first_index")).alias("log_start_offset")).filter(
+        col("log_start_offset").isNotNull())
     # The index where the unread part starts: right after the readable log's last entry.
     wal_problems = stops.join(offsets.select(*member, "last_index", "start_index"), member, "left").join(
         files.select("file_id", "member", "name_index"), "file_id").select(
-        "snapshot", *keyed, "replica", "member", F.col("rel").alias("file"), "record_no", "byte_offset",
+        "snapshot", *keyed, "replica", "member", col("rel").alias("file"), "record_no", "byte_offset",
         "problem", "torn", "last_file",
-        F.coalesce(F.col("last_index") + 1, F.col("start_index") + 1, F.col("name_index")).alias("offset"),
-        (F.col("torn") & F.col("last_file")).alias("repairable"))
+        F.coalesce(col("last_index") + 1, col("start_index") + 1, col("name_index")).alias("offset"),
+        (col("torn") & col("last_file")).alias("repairable"))
 
     problems = local_frame(spark, [(t, None, rel, None, 0, None, err) for t, rel, err in found.problems],
                            ERRORS_SCHEMA)
     record_errors = stops.select(
-        "snapshot", F.col("replica").alias("broker"), F.col("rel").alias("file"),
-        F.when(F.col("record_no") >= 0, F.col("record_no") + 1).alias("line_number"),
-        F.coalesce(F.col("byte_offset"), F.lit(0)).alias("byte_offset"), F.lit(None).cast("string").alias("line"),
-        F.col("problem").alias("error"))
-    dispositions = readable.select("file_id", F.when(F.col("problem").isNotNull(), "quarantined")
-                                   .when(F.col("readable"), "parsed").otherwise("skipped").alias("disposition"))
+        "snapshot", col("replica").alias("broker"), col("rel").alias("file"),
+        F.when(col("record_no") >= 0, col("record_no") + 1).alias("line_number"),
+        F.coalesce(col("byte_offset"), lit(0)).alias("byte_offset"), lit(None).cast("string").alias("line"),
+        col("problem").alias("error"))
+    dispositions = readable.select("file_id", F.when(col("problem").isNotNull(), "quarantined")
+                                   .when(col("readable"), "parsed").otherwise("skipped").alias("disposition"))
     accounting = line_counts(dispositions).join(files.select("file_id", "rel", "replica", "size"), "file_id").select(
-        "file_id", "rel", F.lit(WAL_KIND).alias("kind"), F.col("replica").alias("broker"), "size", *LINE_COUNTS)
-    with_wal = files.select("snapshot", "replica").distinct().withColumn("has_dump", F.lit(True))
+        "file_id", "rel", lit(WAL_KIND).alias("kind"), col("replica").alias("broker"), "size", *LINE_COUNTS)
+    with_wal = files.select("snapshot", "replica").distinct().withColumn("has_dump", lit(True))
     present = local_frame(spark, sorted(set(found.present)), "snapshot timestamp, replica int")
     replicas = present.join(with_wal, member, "left").select(
-        "snapshot", *keyed, "replica", F.lit(None).cast("string").alias("log_dir"),
-        F.coalesce(F.col("has_dump"), F.lit(False)).alias("has_dump"),
-        F.lit(False).alias("has_epoch_file"), F.lit(False).alias("epoch_file_usable"))
+        "snapshot", *keyed, "replica", lit(None).cast("string").alias("log_dir"),
+        F.coalesce(col("has_dump"), lit(False)).alias("has_dump"),
+        lit(False).alias("has_epoch_file"), lit(False).alias("epoch_file_usable"))
 
     # Cut point 2 (one job): the parsed tables.
     parsed = materialise({
         "batches": batches, "hwm": hwm, "log_start": log_start, "wal_problems": wal_problems,
         "parse_errors": problems.unionByName(record_errors), "accounting": accounting, "replicas": replicas,
     }, work_dir, "snapshot")
-    summaries = materialise({"summaries": summarise_batches(parsed["batches"])}, work_dir, "summaries")["summaries"]
     return Snapshot(
         format="etcd", root=found.root, snapshots=found.snapshots, work_dir=work_dir,
-        source=BatchSource(stored=parsed["batches"]), summaries=summaries, hwm=parsed["hwm"], log_start=parsed["log_start"],
+        source=BatchSource(stored=parsed["batches"]), summaries=None, hwm=parsed["hwm"], log_start=parsed["log_start"],
         parse_errors=parsed["parse_errors"], accounting=parsed["accounting"], replicas=parsed["replicas"],
         epoch_cache=local_frame(spark, [], "snapshot timestamp, topic string, partition int, replica int, "
                                            "epoch int, start_offset bigint, file string"),

@@ -171,8 +171,8 @@ def read_wal_records(spark: Any, files: Sequence[tuple[int, Any]]) -> Any:
 
     from pyspark.sql import functions as F
 
+    from auditor.frames import local_frame
     from auditor.ingest.lines import with_file_ids
-    from auditor.spark import local_frame
 
     if not files:
         return local_frame(spark, [], "file_id int, " + SPARK_SCHEMA.split(", ", 1)[1])

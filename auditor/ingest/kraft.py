@@ -28,12 +28,13 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType
 
-from auditor.compare.drill import section_filter
+from auditor.columns import col, lit
+from auditor.frames import local_frame
 from auditor.ingest import discovery as d
 from auditor.ingest import dump_grammar as g
+from auditor.ingest.batches import section_filter
 from auditor.ingest.lines import number_lines, read_text_lines
 from auditor.ingest.wholefile import read_dump_lines
-from auditor.spark import local_frame
 
 REPLICA = ["snapshot", "topic", "partition", "replica"]
 
@@ -54,8 +55,8 @@ STATUS_DDL = "snapshot timestamp, file string, high_watermark bigint, leader_id 
 
 def is_kraft(topic: Column | None = None, partition: Column | None = None) -> Column:
     """Whether a row's partition is KRaft's metadata log (SPEC 4.7)."""
-    t = topic if topic is not None else F.col("topic")
-    p = partition if partition is not None else F.col("partition")
+    t = topic if topic is not None else col("topic")
+    p = partition if partition is not None else col("partition")
     return t.isin(*d.KRAFT_TOPICS) & (p == 0)
 
 
@@ -75,13 +76,13 @@ def record_type(t: Column) -> Column:
     pre = F.regexp_replace(t, r"\s(payload|key): .*$", "")
     named = F.regexp_extract(pre, r"\scontrolType: ([A-Za-z_]+)", 1)
     return (
-        F.when(pre.rlike(r"\sLeaderChange: ") | (named == "LEADER_CHANGE"), F.lit("LeaderChange"))
-        .when(pre.rlike(r"\sSnapshotHeader\b"), F.lit("SnapshotHeader"))
-        .when(pre.rlike(r"\sSnapshotFooter\b"), F.lit("SnapshotFooter"))
-        .when(pre.rlike(r"\sKRaftVersion\b"), F.lit("KRaftVersion"))
-        .when(pre.rlike(r"\sKRaftVoters\b"), F.lit("KRaftVoters"))
-        .when(named != "", F.concat(F.lit("controlType:"), named))
-        .when(t.rlike(r"\s(payload|key): "), F.lit("data"))
+        F.when(pre.rlike(r"\sLeaderChange: ") | (named == "LEADER_CHANGE"), lit("LeaderChange"))
+        .when(pre.rlike(r"\sSnapshotHeader\b"), lit("SnapshotHeader"))
+        .when(pre.rlike(r"\sSnapshotFooter\b"), lit("SnapshotFooter"))
+        .when(pre.rlike(r"\sKRaftVersion\b"), lit("KRaftVersion"))
+        .when(pre.rlike(r"\sKRaftVoters\b"), lit("KRaftVoters"))
+        .when(named != "", F.concat(lit("controlType:"), named))
+        .when(t.rlike(r"\s(payload|key): "), lit("data"))
     )
 
 
@@ -122,14 +123,14 @@ def line_facts(lines: DataFrame) -> DataFrame:
 
     # lines read by the dump reader are numbered already (and may be some sections only)
     place = ["file_id", "line_number"] if "line_number" in lines.columns else ["file_id", "block_start", "mono"]
-    x = lines.select(*place, facts(F.col("text")).alias("x")).select(*place, "x.*")
+    x = lines.select(*place, facts(col("text")).alias("x")).select(*place, "x.*")
     numbered = x if "line_number" in place else number_lines(x)
     in_file = Window.partitionBy("file_id").orderBy("line_number").rowsBetween(
         Window.unboundedPreceding, Window.currentRow)
     return numbered.select(
-        "*", F.last(F.when(F.col("path").isNotNull(), F.col("line_number")), ignorenulls=True).over(in_file)
+        "*", F.last(F.when(col("path").isNotNull(), col("line_number")), ignorenulls=True).over(in_file)
         .alias("sec_line"),
-        F.last(F.when(F.col("is_batch"), F.col("line_number")), ignorenulls=True).over(in_file).alias("batch_line"))
+        F.last(F.when(col("is_batch"), col("line_number")), ignorenulls=True).over(in_file).alias("batch_line"))
 
 
 #: Columns of :func:`line_groups` (what the scan job stores for the metadata log's dumps).
@@ -146,32 +147,35 @@ def line_groups(lines: DataFrame) -> DataFrame:
     ``grp`` a batch's line (the batch line and its record lines) or -1 (the section's
     header and ``Snapshot end offset:`` lines). One read of the files, a handful of rows per
     batch: what :func:`parse_kraft_dumps` works from."""
-    sec = F.coalesce(F.col("sec_line"), F.lit(0))
-    owned = F.col("is_record") & F.col("batch_line").isNotNull() & (F.col("batch_line") > sec)
+    sec = F.coalesce(col("sec_line"), lit(0))
+    owned = col("is_record") & col("batch_line").isNotNull() & (col("batch_line") > sec)
     x = line_facts(lines).filter(
-        F.col("path").isNotNull() | F.col("snap_o").isNotNull() | F.col("boot") | F.col("is_batch") | owned)
-    grp = F.when(F.col("is_batch"), F.col("line_number")).when(owned, F.col("batch_line")).otherwise(F.lit(-1))
+        col("path").isNotNull() | col("snap_o").isNotNull() | col("boot") | col("is_batch") | owned)
+    grp = F.when(col("is_batch"), col("line_number")).when(owned, col("batch_line")).otherwise(lit(-1))
     return x.groupBy("file_id", sec.cast("int").alias("sec"), grp.cast("bigint").alias("grp")).agg(
-        F.min(F.when(F.col("path").isNotNull(), F.struct(F.col("line_number"), F.col("path").alias("p")))).alias("h"),
-        F.min(F.when(F.col("snap_o").isNotNull(), F.struct(
-            F.col("line_number"), F.col("snap_o").alias("o"), F.col("snap_e").alias("e")))).alias("s"),
+        F.min(F.when(col("path").isNotNull(), F.struct(col("line_number"), col("path").alias("p")))).alias("h"),
+        F.min(F.when(col("snap_o").isNotNull(), F.struct(
+            col("line_number"), col("snap_o").alias("o"), col("snap_e").alias("e")))).alias("s"),
         F.max("boot").alias("boot"),
-        F.max(F.when(F.col("is_batch"), F.struct("base_offset", "last_offset", "epoch", "crc", "is_control")))
+        F.max(F.when(col("is_batch"), F.struct("base_offset", "last_offset", "epoch", "crc", "is_control")))
         .alias("b"),
-        F.min(F.when(F.col("is_record"), F.struct("off", F.col("line_number").alias("rline"), "rtype", "leader")))
+        F.min(F.when(col("is_record"), F.struct("off", col("line_number").alias("rline"), "rtype", "leader")))
         .alias("first"),
-        F.max(F.when(F.col("is_record"), F.struct("off", F.col("line_number").alias("rline"), "rtype"))).alias("last"))
+        F.max(F.when(col("is_record"), F.struct("off", col("line_number").alias("rline"), "rtype"))).alias("last"))
 
 
-def read_kraft_groups(spark: SparkSession, dump_files: Sequence[tuple[int, d.InputFile]]) -> DataFrame:
-    """:func:`line_groups` of the metadata log folders' dump files."""
+def read_kraft_groups(spark: SparkSession, dump_files: Sequence[tuple[int, d.InputFile]], *,
+                      spill: str | None = None, narrow: bool = False) -> DataFrame:
+    """:func:`line_groups` of the metadata log folders' dump files (``spill``: as
+    :func:`auditor.ingest.lines.with_file_ids` says)."""
     if not dump_files:
         return local_frame(spark, [], GROUPS_DDL)
-    return line_groups(read_text_lines(spark, dump_files))
+    return line_groups(read_text_lines(spark, dump_files, spill=spill, narrow=narrow))
 
 
 def read_section_groups(spark: SparkSession, dump_files: Sequence[tuple[int, d.InputFile]],
-                        sections: Mapping[int, Collection[int]]) -> DataFrame:
+                        sections: Mapping[int, Collection[int]], *, spill: str | None = None,
+                        narrow: bool = False) -> DataFrame:
     """:func:`line_groups` of some sections of dump files above the partition folders (a
     per-broker file that also holds the metadata log: SPEC 3.1). ``sections``: file id -> the
     sections (numbered as the scan numbers them) whose header names the metadata log. Each
@@ -180,7 +184,7 @@ def read_section_groups(spark: SparkSession, dump_files: Sequence[tuple[int, d.I
     chosen = [(i, f) for i, f in dump_files if i in sections]
     if not chosen:
         return local_frame(spark, [], GROUPS_DDL)
-    lines = read_dump_lines(spark, chosen)
+    lines = read_dump_lines(spark, chosen, spill=spill, narrow=narrow)
     keep = section_filter(sections)
     return line_groups((lines if keep is None else lines.filter(keep)).select("file_id", "line_number", "text"))
 
@@ -191,35 +195,35 @@ def section_facts(groups: DataFrame, files: DataFrame) -> DataFrame:
     ``files``: ``file_id, rel, snapshot, broker, topic, partition``."""
     per_sec = groups.groupBy("file_id", "sec").agg(
         F.min("h").alias("_h"), F.min("s").alias("_s"), F.max("boot").alias("_boot"))
-    p = F.col("_h.p")
+    p = col("_h.p")
     name_id = F.regexp_extract(p, r"(?:^|[/\\])(\d{20})-(\d{10})\.checkpoint$", 0)
-    file_id_text = F.regexp_extract(F.col("rel"), r"(?:^|[/\\])(\d{20})-(\d{10})\.checkpoint\.[^/\\]+$", 0)
-    boot = F.coalesce(F.col("_boot"), F.lit(False)) | p.rlike(r"(^|[/\\])bootstrap\.checkpoint$")
-    snapshot_like = p.rlike(r"\.checkpoint$") | F.col("_s").isNotNull() | (p.isNull() & (file_id_text != ""))
+    file_id_text = F.regexp_extract(col("rel"), r"(?:^|[/\\])(\d{20})-(\d{10})\.checkpoint\.[^/\\]+$", 0)
+    boot = F.coalesce(col("_boot"), lit(False)) | p.rlike(r"(^|[/\\])bootstrap\.checkpoint$")
+    snapshot_like = p.rlike(r"\.checkpoint$") | col("_s").isNotNull() | (p.isNull() & (file_id_text != ""))
 
     def part(text: Column, i: int, cast: str) -> Column:
         return F.regexp_extract(text, r"(\d{20})-(\d{10})", i).try_cast(cast)
 
-    h_topic, h_part = g.header_topic_partition(F.coalesce(p, F.lit("")))
+    h_topic, h_part = g.header_topic_partition(F.coalesce(p, lit("")))
     return per_sec.join(files, "file_id").select(
-        "file_id", "sec", "snapshot", F.col("broker").alias("replica"),
-        F.coalesce(h_topic, F.col("topic")).alias("topic"), F.coalesce(h_part, F.col("partition")).alias("partition"),
-        F.col("rel").alias("file"),
+        "file_id", "sec", "snapshot", col("broker").alias("replica"),
+        F.coalesce(h_topic, col("topic")).alias("topic"), F.coalesce(h_part, col("partition")).alias("partition"),
+        col("rel").alias("file"),
         F.when(boot, "bootstrap").when(snapshot_like, "snapshot")
         .when(p.isNull() | p.rlike(r"\.log$"), "log").otherwise("other").alias("what"),
-        F.coalesce(F.col("_s.o"), F.when(name_id != "", part(name_id, 1, "bigint")),
+        F.coalesce(col("_s.o"), F.when(name_id != "", part(name_id, 1, "bigint")),
                    F.when(file_id_text != "", part(file_id_text, 1, "bigint"))).alias("end_offset"),
-        F.coalesce(F.col("_s.e"), F.when(name_id != "", part(name_id, 2, "int")),
+        F.coalesce(col("_s.e"), F.when(name_id != "", part(name_id, 2, "int")),
                    F.when(file_id_text != "", part(file_id_text, 2, "int"))).alias("snap_epoch"),
     )
 
 
 def dump_batches(groups: DataFrame) -> DataFrame:
     """Per v2 batch line of :func:`line_groups` rows: its fields and its records' control facts."""
-    return groups.filter(F.col("b").isNotNull()).select(
-        "file_id", "sec", F.col("grp").alias("line_number"), "b.*",
-        F.col("first.rtype").alias("first_type"), F.col("last.rtype").alias("last_type"),
-        F.col("first.leader").alias("leader_id"))
+    return groups.filter(col("b").isNotNull()).select(
+        "file_id", "sec", col("grp").alias("line_number"), "b.*",
+        col("first.rtype").alias("first_type"), col("last.rtype").alias("last_type"),
+        col("first.leader").alias("leader_id"))
 
 
 def parse_kraft_dumps(groups: DataFrame, files: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -235,41 +239,41 @@ def parse_kraft_dumps(groups: DataFrame, files: DataFrame) -> tuple[DataFrame, D
     """
     sections = section_facts(groups, files)
     batches = dump_batches(groups).join(sections, ["file_id", "sec"]).filter(
-        F.col("base_offset").isNotNull() & F.col("last_offset").isNotNull())
-    log = batches.filter((F.col("what") == "log") & is_kraft()).groupBy(
+        col("base_offset").isNotNull() & col("last_offset").isNotNull())
+    log = batches.filter((col("what") == "log") & is_kraft()).groupBy(
         *REPLICA, "base_offset", "last_offset", "epoch", "crc").agg(
         F.min(F.struct("file", "line_number")).alias("_at"), F.max("is_control").alias("is_control"),
         F.max("first_type").alias("first_type"), F.max("last_type").alias("last_type"),
         F.max("leader_id").alias("leader_id")).select(
-        *REPLICA, F.col("_at.file").alias("file"), F.col("_at.line_number").alias("line_number"),
+        *REPLICA, col("_at.file").alias("file"), col("_at.line_number").alias("line_number"),
         "base_offset", "last_offset", "epoch", "crc", "is_control", "first_type", "last_type", "leader_id")
-    snaps = sections.filter((F.col("what") == "snapshot") & is_kraft() & F.col("end_offset").isNotNull()
-                            & F.col("snap_epoch").isNotNull())
-    in_snap = batches.filter(F.col("what") == "snapshot").select(
+    snaps = sections.filter((col("what") == "snapshot") & is_kraft() & col("end_offset").isNotNull()
+                            & col("snap_epoch").isNotNull())
+    in_snap = batches.filter(col("what") == "snapshot").select(
         "file_id", "sec", "base_offset", "line_number", "epoch", "is_control", "first_type", "last_type")
     per_sec = snaps.join(in_snap, ["file_id", "sec"], "left").groupBy(
         *REPLICA, "file_id", "sec", "file", "end_offset", "snap_epoch").agg(
         F.count("base_offset").alias("batch_count"),
-        F.min(F.when(F.col("base_offset").isNotNull(),
+        F.min(F.when(col("base_offset").isNotNull(),
                      F.struct("base_offset", "line_number", "is_control", "first_type"))).alias("_first"),
-        F.max(F.when(F.col("base_offset").isNotNull(),
+        F.max(F.when(col("base_offset").isNotNull(),
                      F.struct("base_offset", "line_number", "is_control", "last_type"))).alias("_last"),
-        F.max(F.col("first_type").isNotNull() | F.col("last_type").isNotNull()).alias("records_printed"),
-        F.count(F.when(F.col("epoch") != F.col("snap_epoch"), 1)).alias("other_epochs"))
+        F.max(col("first_type").isNotNull() | col("last_type").isNotNull()).alias("records_printed"),
+        F.count(F.when(col("epoch") != col("snap_epoch"), 1)).alias("other_epochs"))
     # Two dumps of one snapshot on one node: the one with the most batches, then the first file.
     dumped = per_sec.groupBy(*REPLICA, "end_offset", "snap_epoch").agg(
-        F.max(F.struct(F.col("batch_count"), F.lit(0) - F.col("file_id"), F.lit(0) - F.col("sec"),
+        F.max(F.struct(col("batch_count"), lit(0) - col("file_id"), lit(0) - col("sec"),
                        "file", "_first", "_last", "records_printed", "other_epochs")).alias("_b")).select(
-        *REPLICA, "end_offset", F.col("snap_epoch").alias("epoch"), F.col("_b.file").alias("file"),
-        F.lit(True).alias("dumped"), F.col("_b.batch_count").alias("batch_count"),
-        F.col("_b._first.is_control").alias("first_control"), F.col("_b._last.is_control").alias("last_control"),
-        F.col("_b._first.first_type").alias("first_type"), F.col("_b._last.last_type").alias("last_type"),
-        F.coalesce(F.col("_b.records_printed"), F.lit(False)).alias("records_printed"),
-        F.col("_b.other_epochs").alias("other_epochs"))
+        *REPLICA, "end_offset", col("snap_epoch").alias("epoch"), col("_b.file").alias("file"),
+        lit(True).alias("dumped"), col("_b.batch_count").alias("batch_count"),
+        col("_b._first.is_control").alias("first_control"), col("_b._last.is_control").alias("last_control"),
+        col("_b._first.first_type").alias("first_type"), col("_b._last.last_type").alias("last_type"),
+        F.coalesce(col("_b.records_printed"), lit(False)).alias("records_printed"),
+        col("_b.other_epochs").alias("other_epochs"))
     return log, dumped
 
 
-def snapshot_files(spark: SparkSession, files: Sequence[tuple[int, d.InputFile]]) -> DataFrame:
+def snapshot_files(spark: SparkSession, files: Sequence[tuple[int, d.InputFile]], *, narrow: bool = False) -> DataFrame:
     """:data:`SNAPSHOTS_DDL` rows of the bare ``*.checkpoint`` copies (the name is the id)."""
     rows = []
     for _, f in files:
@@ -278,18 +282,18 @@ def snapshot_files(spark: SparkSession, files: Sequence[tuple[int, d.InputFile]]
             continue
         rows.append((f.snapshot, f.topic, f.partition, f.broker, int(m.group("end")), int(m.group("epoch")), f.rel,
                      False, None, None, None, None, None, None, None))
-    return local_frame(spark, rows, SNAPSHOTS_DDL)
+    return local_frame(spark, rows, SNAPSHOTS_DDL, narrow=narrow)
 
 
 def all_snapshots(dumped: DataFrame, bare: DataFrame) -> DataFrame:
     """One row per node and snapshot id, a dump's content preferred to a bare copy's name;
     the bootstrap id (0, 0) left out."""
-    both = dumped.unionByName(bare).filter(~((F.col("end_offset") == 0) & (F.col("epoch") == 0)))
+    both = dumped.unionByName(bare).filter(~((col("end_offset") == 0) & (col("epoch") == 0)))
     cols = [c for c in both.columns if c not in (*REPLICA, "end_offset", "epoch", "dumped", "file")]
     best = both.groupBy(*REPLICA, "end_offset", "epoch").agg(
-        F.max(F.struct(F.col("dumped"), F.lit("") == F.col("file"), F.col("file"), *cols)).alias("_b"))
-    return best.select(*REPLICA, "end_offset", "epoch", F.col("_b.file").alias("file"),
-                       F.col("_b.dumped").alias("dumped"), *[F.col(f"_b.{c}").alias(c) for c in cols])
+        F.max(F.struct(col("dumped"), lit("") == col("file"), col("file"), *cols)).alias("_b"))
+    return best.select(*REPLICA, "end_offset", "epoch", col("_b.file").alias("file"),
+                       col("_b.dumped").alias("dumped"), *[col(f"_b.{c}").alias(c) for c in cols])
 
 
 # --- quorum-state and metadata-quorum-status.txt -------------------------------------------
@@ -313,41 +317,41 @@ def parse_quorum_state(lines: DataFrame, files: DataFrame) -> tuple[DataFrame, D
         ``file_id, line_number, disposition, error, shown, snapshot, broker, rel`` of
         :class:`auditor.ingest.checkpoints.ParsedCheckpoints`.
     """
-    t = F.trim(F.col("text"))
+    t = F.trim(col("text"))
     parsed = F.from_json(t, _QUORUM_JSON, {"mode": "PERMISSIVE"})
     per_line = lines.select("file_id", "line_number", t.alias("t"), F.when(t != "", parsed).alias("j"),
                             (t.startswith("{") & t.endswith("}")).alias("obj"))
     per_file = per_line.groupBy("file_id").agg(
-        F.count(F.when(F.col("t") != "", 1)).alias("n"),
-        F.max(F.when(F.col("t") != "", F.struct(F.col("line_number"), F.col("j"), F.col("obj")))).alias("_l"))
-    j = F.col("_l.j")
+        F.count(F.when(col("t") != "", 1)).alias("n"),
+        F.max(F.when(col("t") != "", F.struct(col("line_number"), col("j"), col("obj")))).alias("_l"))
+    j = col("_l.j")
     reason = (
-        F.when(F.col("n").isNull() | (F.col("n") == 0), F.lit("empty quorum-state file"))
-        .when(F.col("n") > 1, F.lit("quorum-state holds more than one line of JSON"))
-        .when(~F.col("_l.obj") | F.col("_l.j").isNull(), F.lit("quorum-state is not a JSON object"))
-        .when(j["leaderEpoch"].isNull(), F.lit("quorum-state has no integer leaderEpoch"))
+        F.when(col("n").isNull() | (col("n") == 0), lit("empty quorum-state file"))
+        .when(col("n") > 1, lit("quorum-state holds more than one line of JSON"))
+        .when(~col("_l.obj") | col("_l.j").isNull(), lit("quorum-state is not a JSON object"))
+        .when(j["leaderEpoch"].isNull(), lit("quorum-state has no integer leaderEpoch"))
         .when(j["data_version"].isNull() | ~j["data_version"].isin(0, 1),
-              F.lit("quorum-state data_version is not within the supported versions 0 to 1"))
+              lit("quorum-state data_version is not within the supported versions 0 to 1"))
     )
-    verdict = per_file.select("file_id", F.col("_l.j").alias("j"), reason.alias("reason"))
+    verdict = per_file.select("file_id", col("_l.j").alias("j"), reason.alias("reason"))
     f = files
-    rows = verdict.filter(F.col("reason").isNull()).join(f, "file_id").select(
-        "snapshot", "topic", "partition", F.col("broker").alias("replica"), F.col("rel").alias("file"),
-        F.col("j.leaderId").alias("leader_id"), F.col("j.leaderEpoch").alias("leader_epoch"),
-        F.col("j.votedId").alias("voted_id"), F.col("j.data_version").alias("data_version"),
-        F.when(F.col("j.data_version") == 0, F.array_sort(F.transform(
-            F.col("j.currentVoters"), lambda v: v["voterId"]))).alias("current_voters"))
+    rows = verdict.filter(col("reason").isNull()).join(f, "file_id").select(
+        "snapshot", "topic", "partition", col("broker").alias("replica"), col("rel").alias("file"),
+        col("j.leaderId").alias("leader_id"), col("j.leaderEpoch").alias("leader_epoch"),
+        col("j.votedId").alias("voted_id"), col("j.data_version").alias("data_version"),
+        F.when(col("j.data_version") == 0, F.array_sort(F.transform(
+            col("j.currentVoters"), lambda v: v["voterId"]))).alias("current_voters"))
     dispositions = per_line.join(verdict.select("file_id", "reason"), "file_id", "left").join(f, "file_id").select(
         "file_id", "line_number",
-        F.when(F.col("reason").isNotNull() & (F.col("t") != ""), "quarantined")
-        .when(F.col("t") == "", "skipped").otherwise("parsed").alias("disposition"),
-        F.when(F.col("t") != "", F.col("reason")).alias("error"),
-        F.concat(F.lit("<quorum-state line of "), F.length("t").cast("string"), F.lit(" characters>")).alias("shown"),
+        F.when(col("reason").isNotNull() & (col("t") != ""), "quarantined")
+        .when(col("t") == "", "skipped").otherwise("parsed").alias("disposition"),
+        F.when(col("t") != "", col("reason")).alias("error"),
+        F.concat(lit("<quorum-state line of "), F.length("t").cast("string"), lit(" characters>")).alias("shown"),
         "snapshot", "broker", "rel")
     # an empty file has no line to quarantine: it is a parse error of the file itself
-    empty = verdict.filter(F.col("reason") == "empty quorum-state file").join(f, "file_id").select(
-        "file_id", F.lit(None).cast(LongType()).alias("line_number"), F.lit("quarantined").alias("disposition"),
-        F.col("reason").alias("error"), F.lit("").alias("shown"), "snapshot", "broker", "rel")
+    empty = verdict.filter(col("reason") == "empty quorum-state file").join(f, "file_id").select(
+        "file_id", lit(None).cast(LongType()).alias("line_number"), lit("quarantined").alias("disposition"),
+        col("reason").alias("error"), lit("").alias("shown"), "snapshot", "broker", "rel")
     return rows, dispositions.unionByName(empty)
 
 
@@ -364,25 +368,25 @@ def parse_quorum_status(lines: DataFrame, files: DataFrame) -> tuple[DataFrame, 
     Returns:
         ``(rows, line dispositions)`` as :func:`parse_quorum_state`.
     """
-    t = F.trim(F.col("text"))
+    t = F.trim(col("text"))
     key = F.regexp_extract(t, r"^([A-Za-z][A-Za-z0-9]*):\s*(.*)$", 1)
     value = F.regexp_extract(t, r"^([A-Za-z][A-Za-z0-9]*):\s*(.*)$", 2)
     numeric = key.isin(*_STATUS_KEYS)
-    error = (F.when(t == "", F.lit(None))
-             .when(key == "", F.lit("not a 'Key: value' line of kafka-metadata-quorum.sh describe --status"))
+    error = (F.when(t == "", lit(None))
+             .when(key == "", lit("not a 'Key: value' line of kafka-metadata-quorum.sh describe --status"))
              .when(numeric & value.try_cast(LongType()).isNull(), F.format_string("%s is not an integer", key)))
     per_line = lines.select("file_id", "line_number", t.alias("t"), key.alias("key"), value.alias("value"),
                             error.alias("error"))
     f = files
-    good = per_line.filter(F.col("error").isNull() & F.col("key").isin(*_STATUS_KEYS))
+    good = per_line.filter(col("error").isNull() & col("key").isin(*_STATUS_KEYS))
     rows = good.groupBy("file_id").agg(*[
-        F.max(F.when(F.col("key") == k, F.struct(F.col("line_number"), F.col("value").try_cast(typ).alias("v"))))["v"]
+        F.max(F.when(col("key") == k, F.struct(col("line_number"), col("value").try_cast(typ).alias("v"))))["v"]
         .alias(name) for k, (name, typ) in _STATUS_KEYS.items()]).join(f, "file_id").select(
-        "snapshot", F.col("rel").alias("file"), "high_watermark", "leader_id", "leader_epoch")
+        "snapshot", col("rel").alias("file"), "high_watermark", "leader_id", "leader_epoch")
     dispositions = per_line.join(f, "file_id").select(
         "file_id", "line_number",
-        F.when(F.col("error").isNotNull(), "quarantined").when(F.col("t") == "", "skipped")
+        F.when(col("error").isNotNull(), "quarantined").when(col("t") == "", "skipped")
         .otherwise("parsed").alias("disposition"), "error",
-        F.when(F.col("key") != "", F.concat(F.col("key"), F.lit(": <value not shown>")))
-        .otherwise(F.lit("<line not shown>")).alias("shown"), "snapshot", "broker", "rel")
+        F.when(col("key") != "", F.concat(col("key"), lit(": <value not shown>")))
+        .otherwise(lit("<line not shown>")).alias("shown"), "snapshot", "broker", "rel")
     return rows, dispositions

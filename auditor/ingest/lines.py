@@ -35,20 +35,22 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from auditor.columns import col, lit
 from auditor.errors import InputError
+from auditor.frames import LOCAL_BYTES, LOCAL_ROWS, arrow_frame, local_frame, union_all
 from auditor.ingest.discovery import InputFile
-from auditor.spark import LOCAL_BYTES, LOCAL_ROWS, arrow_frame, local_frame, union_all
 
 
 def read_text_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]], *, folders: bool = False,
-                    broadcast: bool = True, tails: AbstractSet[int] | None = None) -> DataFrame:
+                    broadcast: bool = True, tails: AbstractSet[int] | None = None,
+                    spill: str | None = None, narrow: bool = False) -> DataFrame:
     """Read ``files`` as lines: ``file_id, block_start, mono, text`` (and ``topic,
     partition`` of each file's folder with ``folders``).
 
     Args:
         spark: the session.
         files: ``(file_id, file)`` pairs; ``file_id`` identifies the file in the result.
-        folders, broadcast, tails: as :func:`with_file_ids` says.
+        folders, broadcast, tails, spill, narrow: as :func:`with_file_ids` says.
 
     The pair ``(block_start, mono)`` orders the lines of one file; :func:`number_lines`
     turns it into line numbers. Each line's file is found as :func:`with_file_ids` says.
@@ -60,11 +62,11 @@ def read_text_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]],
     raw = text_source(spark, files)
     # (block_start, mono) are taken in the scan itself, before any join can move a row.
     return with_file_ids(spark, raw, files, raw.select(
-        F.col("_metadata.file_path").alias("uri"),
-        F.col("_metadata.file_block_start").alias("block_start"),
+        col("_metadata.file_path").alias("uri"),
+        col("_metadata.file_block_start").alias("block_start"),
         F.monotonically_increasing_id().alias("mono"),
-        F.col("value").alias("text"),
-    ), folders=folders, broadcast=broadcast, tails=tails)
+        col("value").alias("text"),
+    ), folders=folders, broadcast=broadcast, tails=tails, spill=spill, narrow=narrow)
 
 
 #: Small files up to this size (checkpoints, ``quorum-state``, a small describe output) are
@@ -83,7 +85,8 @@ PLACED_CONTENTS = StructType([
 PLACE = tuple(f.name for f in PLACED_CONTENTS.fields[2:])
 
 
-def read_small_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]) -> DataFrame:
+def read_small_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]], *,
+                     narrow: bool = False, spill: str | None = None) -> DataFrame:
     """Read small ``files`` (checkpoints, describe output) as numbered lines:
     ``file_id, line_number, text``.
 
@@ -91,49 +94,53 @@ def read_small_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]
     it is read, so line numbers need no shuffle and no window (the checkpoint files of a
     large cluster number in the hundreds of thousands). Lines end at ``\n``, ``\r\n`` or
     ``\r``, as Spark's text source splits them; a final line terminator does not start an
-    empty line, and an empty file has no line.
+    empty line, and an empty file has no line. ``narrow``: the frames made on the driver
+    are in one partition (:attr:`auditor.policy.Plan.narrow`).
     """
     if not files:
-        return local_frame(spark, [], "file_id int, line_number bigint, text string")
-    return split_lines(file_contents(spark, files))
+        return local_frame(spark, [], "file_id int, line_number bigint, text string", narrow=narrow)
+    return split_lines(file_contents(spark, files, narrow=narrow, spill=spill))
 
 
 def split_lines(contents: DataFrame) -> DataFrame:
     """``file_id, line_number, text`` of :func:`file_contents` rows (``file_id, content``),
     split as :func:`read_small_files` says."""
-    value = F.col("content").cast(StringType())
+    value = col("content").cast(StringType())
     body = F.regexp_replace(value, r"(\r\n|\r|\n)\z", "")
     split = F.when(value == "", F.array().cast("array<string>")).otherwise(F.split(body, r"\r\n|\r|\n", -1))
     # (posexplode_outer and a filter: for posexplode Spark infers a filter on the array's
     # size and pushes it below the split, which splits every file again for the test)
     return contents.select("file_id", F.posexplode_outer(split).alias("pos", "text")).filter(
-        F.col("pos").isNotNull()).select("file_id", (F.col("pos") + 1).cast(LongType()).alias("line_number"), "text")
+        col("pos").isNotNull()).select("file_id", (col("pos") + 1).cast(LongType()).alias("line_number"), "text")
 
 
-def file_contents(spark: SparkSession, files: Sequence[tuple[int, InputFile]], placed: bool = False) -> DataFrame:
+def file_contents(spark: SparkSession, files: Sequence[tuple[int, InputFile]], placed: bool = False, *,
+                  narrow: bool = False, spill: str | None = None) -> DataFrame:
     """``file_id, content``: each of ``files`` whole, as bytes; with ``placed``, also each
     file's place (:data:`PLACED_CONTENTS`: what discovery says of it), so no join with the
     file list is needed to use it (at 300,000 checkpoint files, each such join sorted them
     all in every frame that used it).
 
     Files up to :data:`DRIVER_READ_BYTES` are read by the driver and reach Spark as one
-    local relation or one Parquet file (:func:`auditor.spark.arrow_frame`): a cluster's
+    local relation or one Parquet file under ``spill`` (:func:`auditor.frames.arrow_frame`): a cluster's
     300,000 checkpoint files cost Spark's file source ~0.25 ms of task time each (an open
     through Hadoop's checksummed file system, a task slot per ~500 files) and the driver's
     JVM a status call each to list them, where the driver reads them in ~7 us each. Larger
     files are read by Spark's binary file source. Either way the bytes are the file's and
-    Spark decodes them, so both give the same lines.
+    Spark decodes them, so both give the same lines. ``narrow``: the frames made on the
+    driver are in one partition.
 
     Raises:
         InputError: a file listed by discovery can no longer be read.
     """
     if not files:
-        return local_frame(spark, [], PLACED_CONTENTS if placed else CONTENTS)
+        return local_frame(spark, [], PLACED_CONTENTS if placed else CONTENTS, narrow=narrow)
     near = [(i, f) for i, f in files if f.size <= DRIVER_READ_BYTES]
     far = [(i, f) for i, f in files if f.size > DRIVER_READ_BYTES]
     parts = []
     if near:
-        parts.append(arrow_frame(spark, _read_by_driver(near, placed), PLACED_CONTENTS if placed else CONTENTS))
+        parts.append(arrow_frame(spark, _read_by_driver(near, placed), PLACED_CONTENTS if placed else CONTENTS,
+                                 narrow=narrow, spill=spill))
     if far:
         # The binary file source: one row per file, without the per-file Hadoop job
         # configuration the text source clones (measured on 10,000 checkpoint files: 3.5 s
@@ -141,13 +148,13 @@ def file_contents(spark: SparkSession, files: Sequence[tuple[int, InputFile]], p
         raw = load_paths(spark.read.format("binaryFile"), [f.path for _, f in far])
         # (each file is a row of its own text: a small file's few lines are cheap to move, and
         # a shuffle join is a stage of the cut's job where a broadcast is a job of its own)
-        read = with_file_ids(spark, raw, far, raw.select(F.col("_metadata.file_path").alias("uri"), "content"),
-                             broadcast=False)
+        read = with_file_ids(spark, raw, far, raw.select(col("_metadata.file_path").alias("uri"), "content"),
+                             broadcast=False, spill=spill, narrow=narrow)
         if placed:  # (a row per large file: few; a shuffle join, for the reason above)
             read = read.join(local_frame(spark, [(i, *_place(f)) for i, f in far], StructType(
-                [PLACED_CONTENTS.fields[0], *PLACED_CONTENTS.fields[2:]])), "file_id")
+                [PLACED_CONTENTS.fields[0], *PLACED_CONTENTS.fields[2:]]), narrow=narrow, spill=spill), "file_id")
         parts.append(read)
-    return union_all(parts) if len(parts) > 1 else parts[0]
+    return union_all(parts, narrow=narrow) if len(parts) > 1 else parts[0]
 
 
 def _place(f: InputFile) -> tuple[object, ...]:
@@ -265,7 +272,8 @@ def input_files(df: DataFrame) -> list[str]:
 
 def with_file_ids(spark: SparkSession, raw: DataFrame, files: Sequence[tuple[int, InputFile]],
                   rows: DataFrame, *, folders: bool = False, broadcast: bool = True,
-                  tails: AbstractSet[int] | None = None) -> DataFrame:
+                  tails: AbstractSet[int] | None = None, spill: str | None = None,
+                  narrow: bool = False) -> DataFrame:
     """``rows`` (read by the scan ``raw`` of ``files``, with its ``_metadata.file_path`` as
     ``uri``) with ``file_id`` in place of ``uri``.
 
@@ -280,15 +288,19 @@ def with_file_ids(spark: SparkSession, raw: DataFrame, files: Sequence[tuple[int
             it (rows that are small files), the lookup is a shuffle join, a stage of the
             job that needs it.
         tails: also add ``tails``, whether the file's id is in this set (the same lookup).
+        spill: where the lookup is stored when it is too large to be rows of the plan (the
+            run's work dir: :func:`auditor.frames.arrow_frame`).
+        narrow: the lookup is in one partition (:attr:`auditor.policy.Plan.narrow`).
     """
-    uri_ids = uri_table(spark, raw, files, folders=folders, tails=tails)
+    uri_ids = uri_table(spark, raw, files, folders=folders, tails=tails, spill=spill, narrow=narrow)
     return rows.join(F.broadcast(uri_ids) if broadcast else uri_ids, "uri", "left").select(
         listed_file_id().alias("file_id"), *[c for c in rows.columns if c != "uri"],
         *(["topic", "partition"] if folders else []), *(["tails"] if tails is not None else []))
 
 
 def uri_table(spark: SparkSession, raw: DataFrame, files: Sequence[tuple[int, InputFile]], *,
-              folders: bool = False, tails: AbstractSet[int] | None = None) -> DataFrame:
+              folders: bool = False, tails: AbstractSet[int] | None = None, spill: str | None = None,
+              narrow: bool = False) -> DataFrame:
     """``uri, file_id`` (and ``topic, partition``, ``tails``: see :func:`with_file_ids`) of
     each file the scan ``raw`` lists, its URI spelt as ``_metadata.file_path`` spells it: a
     local relation."""
@@ -305,14 +317,15 @@ def uri_table(spark: SparkSession, raw: DataFrame, files: Sequence[tuple[int, In
         fields += [StructField("topic", StringType()), StructField("partition", IntegerType())]
     if tails is not None:
         fields += [StructField("tails", BooleanType(), False)]
-    return local_frame(spark, [(uri, *rest) for uri, rest in sorted(by_uri.items())], StructType(fields))
+    return local_frame(spark, [(uri, *rest) for uri, rest in sorted(by_uri.items())], StructType(fields),
+                       spill=spill, narrow=narrow)
 
 
 def listed_file_id() -> Column:
     """``file_id`` after a left join on :func:`uri_table`; a row of a file the table does not
     list fails the run with a clear error instead of being dropped."""
-    return F.coalesce(F.col("file_id"), F.raise_error(F.concat(
-        F.lit("internal error: Spark read a line of a file it did not list: "), F.col("uri"))).cast(IntegerType()))
+    return F.coalesce(col("file_id"), F.raise_error(F.concat(
+        lit("internal error: Spark read a line of a file it did not list: "), col("uri"))).cast(IntegerType()))
 
 
 def uri_to_path(uri: str) -> str:
@@ -336,7 +349,7 @@ def local_path(uri: Column) -> Column:
 
 def position() -> Column:
     """The comparable in-file position of the current line: ``struct(block_start, mono)``."""
-    return F.struct(F.col("block_start"), F.col("mono"))
+    return F.struct(col("block_start"), col("mono"))
 
 
 def number_lines(df: DataFrame, fill: Sequence[str] = ()) -> DataFrame:
@@ -371,8 +384,8 @@ def line_counts(lines: DataFrame) -> DataFrame:
     """Per ``file_id`` of rows with a ``disposition`` (``parsed``, ``skipped`` or
     ``quarantined``): lines read, parsed, skipped and quarantined (:data:`LINE_COUNTS`)."""
     return lines.groupBy("file_id").agg(
-        F.count(F.lit(1)).alias("lines"),
-        F.count(F.when(F.col("disposition") == "parsed", 1)).alias("lines_parsed"),
-        F.count(F.when(F.col("disposition") == "skipped", 1)).alias("lines_skipped"),
-        F.count(F.when(F.col("disposition") == "quarantined", 1)).alias("lines_quarantined"),
+        F.count(lit(1)).alias("lines"),
+        F.count(F.when(col("disposition") == "parsed", 1)).alias("lines_parsed"),
+        F.count(F.when(col("disposition") == "skipped", 1)).alias("lines_skipped"),
+        F.count(F.when(col("disposition") == "quarantined", 1)).alias("lines_quarantined"),
     )

@@ -6,9 +6,10 @@ A replica is ``(snapshot, topic, partition, replica)`` where ``replica`` is the 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql.types import (
@@ -20,12 +21,17 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from auditor.policy import Plans, SizePolicy
+
 ERRORS_SCHEMA = StructType([
     StructField("snapshot", TimestampType()), StructField("broker", IntegerType()),
     StructField("file", StringType(), False), StructField("line_number", LongType()),
     StructField("byte_offset", LongType()), StructField("line", StringType()),
     StructField("error", StringType(), False),
 ])
+
+if TYPE_CHECKING:
+    from auditor.ingest.batches import BatchSource
 
 REPLICA = ("snapshot", "topic", "partition", "replica")
 
@@ -46,9 +52,10 @@ class Snapshot:
 
     Attributes:
         summaries: one row per file, section, window and epoch of each replica's batches
-            (:mod:`auditor.summarise`): what the audit compares first.
+            (:mod:`auditor.summarise`): what the audit compares first. None only between a
+            reader of batch rows and :func:`auditor.load.summarised`.
         source: where the batches themselves are read when they are needed
-            (:class:`auditor.compare.drill.BatchSource`); :attr:`batches` reads them all.
+            (:class:`auditor.ingest.batches.BatchSource`); :attr:`batches` reads them all.
         epoch_cache: entries of usable ``leader-epoch-checkpoint`` files.
         hwm: each replica's ``replication-offset-checkpoint`` entry, as written.
         metadata: partition lines of ``topics-describe.txt``.
@@ -64,8 +71,8 @@ class Snapshot:
     format: str
     root: str
     snapshots: list[datetime]
-    summaries: DataFrame
-    source: Any
+    summaries: DataFrame | None
+    source: BatchSource
     epoch_cache: DataFrame
     hwm: DataFrame
     metadata: DataFrame
@@ -85,7 +92,7 @@ class Snapshot:
     wal_problems: DataFrame | None = None
     members: dict[str, int] | None = None
     #: an incremental run: which dump files it read from the store and which it parsed
-    #: (:class:`auditor.ingest.snapshot.Reuse`).
+    #: (:class:`auditor.load.reuse.Reuse`).
     store: Any = None
     #: dumps: each file section's segment (``file_id, sec, file, segment_base_offset``).
     sections: DataFrame | None = None
@@ -98,10 +105,19 @@ class Snapshot:
     #: KRaft's metadata log inputs (:class:`auditor.ingest.kraft.KRaft`); None when the input
     #: has no metadata log folder.
     kraft: Any = None
+    #: how large the input is (measured before it was read), and the plans that follow.
+    policy: SizePolicy = field(default_factory=SizePolicy)
+    plans: Plans = field(default_factory=Plans.as_session)
+
+    def with_frames(self, change: Callable[[DataFrame], DataFrame]) -> Snapshot:
+        """This snapshot with ``change`` applied to each of its DataFrame fields."""
+        frames = {f.name: change(getattr(self, f.name)) for f in fields(self)
+                  if isinstance(getattr(self, f.name), DataFrame)}
+        return replace(self, **frames)
 
     @property
     def batches(self) -> DataFrame:
         """One row per batch of each replica's log (``replica`` = broker id), repeated
         batches merged (SPEC 7). For dumps this reads every dump file again: the audit
         itself reads batches only where summaries differ."""
-        return self.source.all_batches()  # type: ignore[no-any-return]
+        return self.source.all_batches()

@@ -25,8 +25,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from auditor.compare.drill import BatchSource
+from auditor.columns import col, lit
 from auditor.errors import InputError
+from auditor.frames import local_frame
+from auditor.ingest.batches import BatchSource
 from auditor.ingest.discovery import parse_snapshot_label
 from auditor.ingest.lines import LINE_COUNTS, line_counts, number_lines, read_text_lines
 from auditor.ingest.model import (
@@ -38,8 +40,6 @@ from auditor.ingest.model import (
     offsets_ddl,
 )
 from auditor.materialise import materialise
-from auditor.spark import local_frame
-from auditor.summarise.scan import summarise_batches
 
 I, L, S, T = IntegerType(), LongType(), StringType(), TimestampType()
 
@@ -82,15 +82,15 @@ def _validated(rows: DataFrame, name: str, columns: list[str]) -> DataFrame:
     required, optional = TABLES[name]
     checks = []
     typed = []
-    for col, dtype in {**required, **optional}.items():
-        raw = F.col(col) if col in columns else F.lit(None).cast(StringType())
+    for name, dtype in {**required, **optional}.items():
+        raw = col(name) if name in columns else lit(None).cast(StringType())
         value = _typed(raw, dtype)
-        typed.append(value.alias(f"v_{col}"))
+        typed.append(value.alias(f"v_{name}"))
         present = raw.isNotNull() & (F.trim(raw) != "")
-        if col in required:
-            checks.append(F.when(~present, F.lit(f"column {col} is empty")))
+        if name in required:
+            checks.append(F.when(~present, lit(f"column {name} is empty")))
         checks.append(F.when(present & value.isNull(), F.concat(
-            F.lit(f"column {col}: "), F.substring(raw, 1, 40), F.lit(f" is not a valid {dtype.simpleString()}"))))  # type: ignore[attr-defined]
+            lit(f"column {name}: "), F.substring(raw, 1, 40), lit(f" is not a valid {dtype.simpleString()}"))))  # type: ignore[attr-defined]
     return rows.select("*", *typed, F.coalesce(*checks).alias("error"))
 
 
@@ -102,20 +102,20 @@ def _read_csv(spark: SparkSession, files: list[tuple[int, str]], name: str, root
                           snapshot=datetime.min, broker=None, log_dir=None, topic=None,
                           partition=None, size=0)) for i, p in files]
     lines = number_lines(read_text_lines(spark, fake)).select("file_id", "line_number", "text")
-    headers = {r.file_id: r.text for r in lines.filter(F.col("line_number") == 1).collect()}
+    headers = {r.file_id: r.text for r in lines.filter(col("line_number") == 1).collect()}
     parts = []
     for header in sorted(set(headers.values())):
         cols = [c.strip() for c in header.split(",")]
         ids = [fid for fid, h in headers.items() if h == header]
         ddl = ", ".join(f"`{c}` STRING" for c in cols)
-        body = lines.filter(F.col("file_id").isin(ids) & (F.col("line_number") > 1) & (F.trim("text") != ""))
-        parsed = body.select("file_id", "line_number", F.col("text").alias("shown"),
+        body = lines.filter(col("file_id").isin(ids) & (col("line_number") > 1) & (F.trim("text") != ""))
+        parsed = body.select("file_id", "line_number", col("text").alias("shown"),
                              F.from_csv("text", ddl).alias("r")).select(
-            "file_id", "line_number", "shown", *[F.col("r")[c].alias(c) for c in cols])
+            "file_id", "line_number", "shown", *[col("r")[c].alias(c) for c in cols])
         parts.append(_validated(parsed, name, cols))
-    skipped = lines.filter((F.col("line_number") == 1) | (F.trim("text") == "")).select(
-        "file_id", "line_number", F.lit("skipped").alias("disposition"),
-        F.lit(None).cast("string").alias("error"), F.lit(None).cast("string").alias("shown"))
+    skipped = lines.filter((col("line_number") == 1) | (F.trim("text") == "")).select(
+        "file_id", "line_number", lit("skipped").alias("disposition"),
+        lit(None).cast("string").alias("error"), lit(None).cast("string").alias("shown"))
     if not parts:
         return _empty_rows(spark, name), skipped
     rows = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
@@ -129,10 +129,10 @@ def _read_parquet(spark: SparkSession, files: list[tuple[int, str]], name: str) 
 
     cols = [c for c in df.columns]
     rows = df.select(
-        local_path(F.col("_metadata.file_path")).alias("path"),
-        (F.col("_metadata.row_index") + 1).alias("line_number"),
-        F.to_json(F.struct(*[F.col(f"`{c}`") for c in cols])).alias("shown"),
-        *[F.col(f"`{c}`").cast(StringType()).alias(c) for c in cols],
+        local_path(col("_metadata.file_path")).alias("path"),
+        (col("_metadata.row_index") + 1).alias("line_number"),
+        F.to_json(F.struct(*[col(f"`{c}`") for c in cols])).alias("shown"),
+        *[col(f"`{c}`").cast(StringType()).alias(c) for c in cols],
     ).join(F.broadcast(ids), "path").drop("path")
     return _validated(rows, name, cols)
 
@@ -145,7 +145,7 @@ def _empty_rows(spark: SparkSession, name: str) -> DataFrame:
     return _validated(local_frame(spark, [], StructType(fields)), name, list({**required, **optional}))
 
 
-def load_tables(spark: SparkSession, path: str, snapshot: str | None,
+def read_tables(spark: SparkSession, path: str, snapshot: str | None,
                 default_snapshot: datetime, work_dir: str) -> Snapshot:
     """Load the tables under ``path`` into a :class:`Snapshot`.
 
@@ -181,62 +181,62 @@ def load_tables(spark: SparkSession, path: str, snapshot: str | None,
         if not parts:
             parts.append(_empty_rows(spark, name))
         rows = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
-        rows = rows.withColumn("v_snapshot", F.coalesce(F.col("v_snapshot"), F.lit(label).cast(T)))
+        rows = rows.withColumn("v_snapshot", F.coalesce(col("v_snapshot"), lit(label).cast(T)))
         dispositions.append(rows.select(
             "file_id", "line_number",
-            F.when(F.col("error").isNull(), "parsed").otherwise("quarantined").alias("disposition"),
+            F.when(col("error").isNull(), "parsed").otherwise("quarantined").alias("disposition"),
             "error", F.substring("shown", 1, 300).alias("shown")))
-        tables[name] = rows.filter(F.col("error").isNull())
+        tables[name] = rows.filter(col("error").isNull())
 
     lines = reduce(DataFrame.unionByName, dispositions).join(F.broadcast(rel_df), "file_id")
     accounting = line_counts(lines).join(F.broadcast(rel_df), "file_id").select(
-        "file_id", "rel", F.lit("table").alias("kind"), F.lit(None).cast("int").alias("broker"),
-        F.lit(0).cast("bigint").alias("size"), *LINE_COUNTS)
-    parse_errors = lines.filter(F.col("disposition") == "quarantined").select(
-        F.lit(label).cast(T).alias("snapshot"), F.lit(None).cast("int").alias("broker"),
-        F.col("rel").alias("file"), "line_number", F.lit(None).cast("bigint").alias("byte_offset"),
-        F.col("shown").alias("line"), "error")
+        "file_id", "rel", lit("table").alias("kind"), lit(None).cast("int").alias("broker"),
+        lit(0).cast("bigint").alias("size"), *LINE_COUNTS)
+    parse_errors = lines.filter(col("disposition") == "quarantined").select(
+        lit(label).cast(T).alias("snapshot"), lit(None).cast("int").alias("broker"),
+        col("rel").alias("file"), "line_number", lit(None).cast("bigint").alias("byte_offset"),
+        col("shown").alias("line"), "error")
 
     batches = tables["batches"].join(
         F.broadcast(rel_df), "file_id").select(
-        F.col("v_snapshot").alias("snapshot"), F.col("v_replica").alias("replica"),
-        F.col("v_topic").alias("topic"), F.col("v_partition").alias("partition"),
-        F.col("rel").alias("file"), "line_number",
-        F.lit(None).cast("bigint").alias("segment_base_offset"),
-        F.col("v_base_offset").alias("base_offset"), F.col("v_last_offset").alias("last_offset"),
-        F.col("v_epoch").alias("epoch"), F.col("v_crc").alias("crc"),
-        (F.col("v_last_offset") - F.col("v_base_offset") + 1).alias("record_count"),
-        F.lit(True).alias("is_valid"), F.lit(None).cast("boolean").alias("is_control"),
-        F.lit(None).cast("boolean").alias("is_transactional"), F.lit(None).cast("int").alias("magic"),
-        F.lit("table").alias("origin"),
+        col("v_snapshot").alias("snapshot"), col("v_replica").alias("replica"),
+        col("v_topic").alias("topic"), col("v_partition").alias("partition"),
+        col("rel").alias("file"), "line_number",
+        lit(None).cast("bigint").alias("segment_base_offset"),
+        col("v_base_offset").alias("base_offset"), col("v_last_offset").alias("last_offset"),
+        col("v_epoch").alias("epoch"), col("v_crc").alias("crc"),
+        (col("v_last_offset") - col("v_base_offset") + 1).alias("record_count"),
+        lit(True).alias("is_valid"), lit(None).cast("boolean").alias("is_control"),
+        lit(None).cast("boolean").alias("is_transactional"), lit(None).cast("int").alias("magic"),
+        lit("table").alias("origin"),
     )
     epoch_cache = tables["epoch_cache"].join(F.broadcast(rel_df), "file_id").select(
-        F.col("v_snapshot").alias("snapshot"), F.col("v_topic").alias("topic"),
-        F.col("v_partition").alias("partition"), F.col("v_replica").alias("replica"),
-        F.col("v_epoch").alias("epoch"), F.col("v_start_offset").alias("start_offset"),
-        F.col("rel").alias("file"))
+        col("v_snapshot").alias("snapshot"), col("v_topic").alias("topic"),
+        col("v_partition").alias("partition"), col("v_replica").alias("replica"),
+        col("v_epoch").alias("epoch"), col("v_start_offset").alias("start_offset"),
+        col("rel").alias("file"))
     hwm = tables["hwm"].groupBy(
-        F.col("v_snapshot").alias("snapshot"), F.col("v_topic").alias("topic"),
-        F.col("v_partition").alias("partition"), F.col("v_replica").alias("replica")).agg(
+        col("v_snapshot").alias("snapshot"), col("v_topic").alias("topic"),
+        col("v_partition").alias("partition"), col("v_replica").alias("replica")).agg(
         F.max("v_high_watermark").alias("high_watermark"))
     md = tables["metadata"]
-    ids = lambda c: F.when(F.col(c).isNull(), F.lit(None)).otherwise(  # noqa: E731
-        F.filter(F.transform(F.split(F.col(c), "[,; ]+"), lambda x: x.try_cast(IntegerType())),
+    ids = lambda c: F.when(col(c).isNull(), lit(None)).otherwise(  # noqa: E731
+        F.filter(F.transform(F.split(col(c), "[,; ]+"), lambda x: x.try_cast(IntegerType())),
                  lambda x: x.isNotNull()))
     metadata = md.join(F.broadcast(rel_df), "file_id").select(
-        F.col("v_snapshot").alias("snapshot"), F.col("v_topic").alias("topic"),
-        F.col("v_partition").alias("partition"), F.col("v_leader").alias("leader"),
+        col("v_snapshot").alias("snapshot"), col("v_topic").alias("topic"),
+        col("v_partition").alias("partition"), col("v_leader").alias("leader"),
         ids("v_replicas").alias("replicas"), ids("v_isr").alias("isr"),
-        F.lit(None).cast("array<int>").alias("elr"), F.lit(None).cast("array<int>").alias("last_known_elr"),
-        F.lit(False).alias("has_elr"), F.col("rel").alias("file"),
+        lit(None).cast("array<int>").alias("elr"), lit(None).cast("array<int>").alias("last_known_elr"),
+        lit(False).alias("has_elr"), col("rel").alias("file"),
         F.array().cast("array<bigint>").alias("conflict_lines"))
     has_cache = bool(tables["epoch_cache"].limit(1).count())
     keys = batches.select(*REPLICA).unionByName(epoch_cache.select(*REPLICA)).distinct()
-    cache_keys = epoch_cache.select(*REPLICA).distinct().withColumn("_c", F.lit(True))
+    cache_keys = epoch_cache.select(*REPLICA).distinct().withColumn("_c", lit(True))
     replicas = keys.join(cache_keys, list(REPLICA), "left").select(
-        *REPLICA, F.lit(None).cast("string").alias("log_dir"), F.lit(True).alias("has_dump"),
-        F.lit(has_cache).alias("has_epoch_file"),
-        F.coalesce(F.col("_c"), F.lit(False)).alias("epoch_file_usable"))
+        *REPLICA, lit(None).cast("string").alias("log_dir"), lit(True).alias("has_dump"),
+        lit(has_cache).alias("has_epoch_file"),
+        F.coalesce(col("_c"), lit(False)).alias("epoch_file_usable"))
     snapshots = sorted({r.snapshot for r in batches.select("snapshot").distinct().collect()})
     parsed = materialise({
         "batches": batches, "epoch_cache": epoch_cache, "hwm": hwm, "metadata": metadata,
@@ -244,9 +244,8 @@ def load_tables(spark: SparkSession, path: str, snapshot: str | None,
         "replicas": replicas, "accounting": accounting,
     }, work_dir, "snapshot")
     stored = parsed.pop("batches")
-    summaries = materialise({"summaries": summarise_batches(stored)}, work_dir, "summaries")["summaries"]
     return Snapshot(
-        source=BatchSource(stored=stored), summaries=summaries,
+        source=BatchSource(stored=stored), summaries=None,
         format="table", root=str(root), snapshots=snapshots or [label], work_dir=work_dir,
         segments=local_frame(spark, [], SEGMENTS_DDL), log_start=local_frame(spark, [], offsets_ddl("log_start_offset")),
         recovery_point=local_frame(spark, [], offsets_ddl("recovery_point")),

@@ -10,6 +10,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from auditor.columns import col, lit
+
 PARTITION = ["snapshot", "topic", "partition"]
 
 
@@ -31,38 +33,38 @@ def compared_batches(batches: DataFrame, pairs: DataFrame, own: str, other: str)
     """
     by_window = ["win"] if "win" in pairs.columns else []
     mine = batches.select(
-        *PARTITION, F.col("replica").alias(own), F.col("base_offset").alias("base"),
-        F.col("last_offset").alias("last"), "epoch", "crc", *by_window,
+        *PARTITION, col("replica").alias(own), col("base_offset").alias("base"),
+        col("last_offset").alias("last"), "epoch", "crc", *by_window,
     ).join(pairs, [*PARTITION, own, *by_window])
     theirs = batches.select(
-        *PARTITION, F.col("replica").alias(other), F.col("base_offset").alias("base"),
-        F.col("last_offset").alias("o_last"), F.col("epoch").alias("o_epoch"), F.col("crc").alias("o_crc"))
+        *PARTITION, col("replica").alias(other), col("base_offset").alias("base"),
+        col("last_offset").alias("o_last"), col("epoch").alias("o_epoch"), col("crc").alias("o_crc"))
     joined = mine.join(theirs, [*PARTITION, other, "base"], "left")
     agrees = (
-        F.col("o_last").isNotNull() & (F.col("last") == F.col("o_last")) & (F.col("epoch") == F.col("o_epoch"))
-        & (F.col("crc").isNull() | F.col("o_crc").isNull() | (F.col("crc") == F.col("o_crc")))
+        col("o_last").isNotNull() & (col("last") == col("o_last")) & (col("epoch") == col("o_epoch"))
+        & (col("crc").isNull() | col("o_crc").isNull() | (col("crc") == col("o_crc")))
     )
-    reaches_lso = F.col("lso").isNull() | (F.col("last") >= F.col("lso"))
-    reaches_hmax = ~F.col("compacted") | F.col("hmax").isNull() | (F.col("last") >= F.col("hmax"))
+    reaches_lso = col("lso").isNull() | (col("last") >= col("lso"))
+    reaches_hmax = ~col("compacted") | col("hmax").isNull() | (col("last") >= col("hmax"))
     return joined.select("*", agrees.alias("agrees"), (reaches_lso & reaches_hmax).alias("in_scope"))
 
 
 def _first_offset_in_scope() -> F.Column:
     """The first offset of a batch that lies in scope (at or above lso and, compacted, hmax)."""
     return F.greatest(
-        F.col("base"),
-        F.coalesce(F.col("lso"), F.col("base")),
-        F.when(F.col("compacted"), F.coalesce(F.col("hmax"), F.col("base"))).otherwise(F.col("base")),
+        col("base"),
+        F.coalesce(col("lso"), col("base")),
+        F.when(col("compacted"), F.coalesce(col("hmax"), col("base"))).otherwise(col("base")),
     )
 
 
 def divergence_offsets(compared: DataFrame, own: str, other: str) -> DataFrame:
     """``divergence_offset`` of ``own`` against ``other``: the smallest offset ``own`` holds
     in scope where the two do not agree; no row when every batch in scope agrees."""
-    per_batch = compared.filter(F.col("in_scope")).groupBy(*PARTITION, own, other, "base", "last", "lso", "hmax",
+    per_batch = compared.filter(col("in_scope")).groupBy(*PARTITION, own, other, "base", "last", "lso", "hmax",
                                                              "compacted").agg(
-        F.max(F.col("agrees").cast("int")).alias("agree"))
-    return per_batch.filter(F.col("agree") == 0).groupBy(*PARTITION, own, other).agg(
+        F.max(col("agrees").cast("int")).alias("agree"))
+    return per_batch.filter(col("agree") == 0).groupBy(*PARTITION, own, other).agg(
         F.min(_first_offset_in_scope()).alias("divergence_offset"))
 
 
@@ -70,11 +72,11 @@ def same_epoch_conflicts(compared: DataFrame, own: str, other: str) -> DataFrame
     """The first batch base where both hold a batch in the same epoch with a different CRC
     or last offset (two writers in one epoch, or corruption)."""
     conflict = (
-        F.col("o_last").isNotNull() & (F.col("epoch") == F.col("o_epoch")) & (F.col("epoch") >= 0)
-        & ((F.col("last") != F.col("o_last"))
-           | (F.col("crc").isNotNull() & F.col("o_crc").isNotNull() & (F.col("crc") != F.col("o_crc"))))
+        col("o_last").isNotNull() & (col("epoch") == col("o_epoch")) & (col("epoch") >= 0)
+        & ((col("last") != col("o_last"))
+           | (col("crc").isNotNull() & col("o_crc").isNotNull() & (col("crc") != col("o_crc"))))
     )
-    return compared.filter(F.col("in_scope") & conflict).groupBy(*PARTITION, own, other).agg(
+    return compared.filter(col("in_scope") & conflict).groupBy(*PARTITION, own, other).agg(
         F.min(F.struct("base", "last", "epoch", "crc", "o_last", "o_crc")).alias("conflict"))
 
 
@@ -84,9 +86,9 @@ def first_missing(compared: DataFrame, own: str, other: str, below: str) -> Data
     two batches at one base offset (an overlap), ``other`` holding a copy of one of them
     does not make it hold the other (SPEC 5, ``ISR_INCOMPLETE``: "some batch the leader
     holds ... has no agreeing batch")."""
-    per_batch = compared.filter(F.col("in_scope") & (F.col("base") < F.col(below))).groupBy(
-        *PARTITION, own, other, "base", "last", "epoch", "crc").agg(F.max(F.col("agrees").cast("int")).alias("agree"))
-    return per_batch.filter(F.col("agree") == 0).groupBy(*PARTITION, own, other).agg(
+    per_batch = compared.filter(col("in_scope") & (col("base") < col(below))).groupBy(
+        *PARTITION, own, other, "base", "last", "epoch", "crc").agg(F.max(col("agrees").cast("int")).alias("agree"))
+    return per_batch.filter(col("agree") == 0).groupBy(*PARTITION, own, other).agg(
         F.min("base").alias("first_missing"))
 
 
@@ -99,8 +101,8 @@ def raft_offsets(compared: DataFrame, own: str, other: str, from_log_start: bool
     snapshot, not missing: a leader never sends entries there (it sends the snapshot, which
     a follower holding the snapshot's entry keeps its log against)."""
     if from_log_start:
-        compared = compared.filter(F.col("lso").isNull() | (F.col("last") >= F.col("lso")))
+        compared = compared.filter(col("lso").isNull() | (col("last") >= col("lso")))
     per_batch = compared.groupBy(*PARTITION, own, other, "base").agg(
-        F.max((F.col("o_epoch") == F.col("epoch")).cast("int")).alias("same_term"))
-    return per_batch.filter(F.coalesce(F.col("same_term"), F.lit(0)) == 0).groupBy(*PARTITION, own, other).agg(
+        F.max((col("o_epoch") == col("epoch")).cast("int")).alias("same_term"))
+    return per_batch.filter(F.coalesce(col("same_term"), lit(0)) == 0).groupBy(*PARTITION, own, other).agg(
         F.min("base").alias("raft_offset"))

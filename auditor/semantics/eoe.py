@@ -13,6 +13,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType
 
+from auditor.columns import col, lit
+
 KEYS = ("snapshot", "topic", "partition", "replica")
 ENTRY = "struct<epoch:int,start_offset:bigint>"
 
@@ -21,8 +23,8 @@ def cache_arrays(cache: DataFrame, keys: Sequence[str] = KEYS) -> DataFrame:
     """One row per replica: ``entries`` (sorted by epoch) and ``log_end_offset``."""
     return cache.groupBy(*keys).agg(
         F.array_sort(F.collect_list(F.struct(
-            F.col("epoch").cast(IntegerType()).alias("epoch"),
-            F.col("start_offset").cast(LongType()).alias("start_offset"),
+            col("epoch").cast(IntegerType()).alias("epoch"),
+            col("start_offset").cast(LongType()).alias("start_offset"),
         ))).alias("entries"),
         F.max("log_end_offset").alias("log_end_offset"),
     )
@@ -30,7 +32,7 @@ def cache_arrays(cache: DataFrame, keys: Sequence[str] = KEYS) -> DataFrame:
 
 def latest_epoch(entries: Column) -> Column:
     """Epoch of the last entry, or -1 for an empty (or null) cache."""
-    return F.coalesce(F.try_element_at(entries, F.lit(-1))["epoch"], F.lit(-1))
+    return F.coalesce(F.try_element_at(entries, lit(-1))["epoch"], lit(-1))
 
 
 def eoe(entries: Column, leo: Column, requested: Column) -> tuple[Column, Column]:
@@ -42,21 +44,21 @@ def eoe(entries: Column, leo: Column, requested: Column) -> tuple[Column, Column
     """
     safe = F.coalesce(entries, F.array().cast(f"array<{ENTRY}>"))
     n = F.size(safe)
-    latest = F.try_element_at(safe, F.lit(-1))["epoch"]
-    higher = F.try_element_at(F.filter(safe, lambda x: x["epoch"] > requested), F.lit(1))
-    floor = F.try_element_at(F.filter(safe, lambda x: x["epoch"] <= requested), F.lit(-1))
+    latest = F.try_element_at(safe, lit(-1))["epoch"]
+    higher = F.try_element_at(F.filter(safe, lambda x: x["epoch"] > requested), lit(1))
+    floor = F.try_element_at(F.filter(safe, lambda x: x["epoch"] <= requested), lit(-1))
     undefined = (requested == -1) | (n == 0)
     epoch = (
-        F.when(undefined, F.lit(-1))
+        F.when(undefined, lit(-1))
         .when(latest == requested, requested)
-        .when(higher.isNull(), F.lit(-1))
+        .when(higher.isNull(), lit(-1))
         .when(floor.isNull(), requested)
         .otherwise(floor["epoch"])
     )
     offset = (
-        F.when(undefined, F.lit(-1))
+        F.when(undefined, lit(-1))
         .when(latest == requested, leo)
-        .when(higher.isNull(), F.lit(-1))
+        .when(higher.isNull(), lit(-1))
         .otherwise(higher["start_offset"])
     )
     return epoch.cast(IntegerType()), offset.cast(LongType())
@@ -78,5 +80,5 @@ def end_offset_for(caches: DataFrame, requests: DataFrame) -> DataFrame:
     keys = [k for k in KEYS if k in caches.columns and k in requests.columns]
     arrays = cache_arrays(caches, keys).withColumnRenamed("log_end_offset", "_leo")
     joined = requests.join(arrays, keys, "left")
-    epoch, offset = eoe(F.col("entries"), F.col("_leo"), F.col("requested_epoch").cast(IntegerType()))
-    return joined.select(*[F.col(c) for c in requests.columns], epoch.alias("epoch"), offset.alias("end_offset"))
+    epoch, offset = eoe(col("entries"), col("_leo"), col("requested_epoch").cast(IntegerType()))
+    return joined.select(*[col(c) for c in requests.columns], epoch.alias("epoch"), offset.alias("end_offset"))

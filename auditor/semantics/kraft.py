@@ -16,6 +16,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from auditor.columns import col, lit
 from auditor.semantics.eoe import ENTRY, eoe, latest_epoch
 from auditor.semantics.truncation import MAX_ROUNDS, RESULT_COLUMNS, ROUND, candidate_floors, let
 
@@ -51,13 +52,13 @@ def named_leaders(partitions: DataFrame, quorum: DataFrame, status: DataFrame) -
     """``PARTITION, named_leader``: the leader ``quorum-state`` names (SPEC 4.7): of the files
     naming a ``leaderId`` >= 0, those with the highest ``leaderEpoch``, when they all name the
     same leader; else the status file's ``LeaderId:``. Partitions without either: no row."""
-    q = quorum.filter(F.col("leader_id") >= 0)
+    q = quorum.filter(col("leader_id") >= 0)
     top = q.groupBy(*PARTITION).agg(F.max("leader_epoch").alias("leader_epoch"))
     agreed = q.join(top, [*PARTITION, "leader_epoch"]).groupBy(*PARTITION).agg(
-        F.min("leader_id").alias("_lo"), F.max("leader_id").alias("_hi")).filter(F.col("_lo") == F.col("_hi"))
-    st = status.filter(F.col("leader_id") >= 0).groupBy("snapshot").agg(F.min("leader_id").alias("_st"))
+        F.min("leader_id").alias("_lo"), F.max("leader_id").alias("_hi")).filter(col("_lo") == col("_hi"))
+    st = status.filter(col("leader_id") >= 0).groupBy("snapshot").agg(F.min("leader_id").alias("_st"))
     return partitions.join(agreed, PARTITION, "left").join(st, "snapshot", "left").select(
-        *PARTITION, F.coalesce("_lo", "_st").alias("named_leader")).filter(F.col("named_leader").isNotNull())
+        *PARTITION, F.coalesce("_lo", "_st").alias("named_leader")).filter(col("named_leader").isNotNull())
 
 
 def kraft_inputs(pairs: DataFrame, snapshots: DataFrame, batches: DataFrame) -> DataFrame:
@@ -67,9 +68,9 @@ def kraft_inputs(pairs: DataFrame, snapshots: DataFrame, batches: DataFrame) -> 
     ``f_snap_epoch``), and the follower's lowest batch base offset (``f_min_base``)."""
     ids = snapshots.groupBy(*KEY).agg(
         F.min(F.struct("end_offset", "epoch")).alias("first"), F.max(F.struct("end_offset", "epoch")).alias("latest"))
-    lead = ids.select(*PARTITION, F.col("replica").alias("leader"), F.col("first").alias("l_first"),
-                      F.col("latest").alias("l_latest"))
-    mine = ids.select(*KEY, F.col("first").alias("f_first"), F.col("latest.epoch").alias("f_snap_epoch"))
+    lead = ids.select(*PARTITION, col("replica").alias("leader"), col("first").alias("l_first"),
+                      col("latest").alias("l_latest"))
+    mine = ids.select(*KEY, col("first").alias("f_first"), col("latest.epoch").alias("f_snap_epoch"))
     lowest = batches.groupBy(*KEY).agg(F.min("base_offset").alias("f_min_base"))
     return pairs.select(*KEY, "leader").join(lead, [*PARTITION, "leader"], "left").join(mine, KEY, "left").join(
         lowest, KEY, "left").drop("leader")
@@ -117,7 +118,7 @@ def _round(acc: Column, max_rounds: int) -> Column:
     def decided(a: Column, q: Column, r: Column) -> Column:
         leo, el, ol, ef, of = a["leo"], q["el"], q["ol"], r["ef"], r["of"]
         agree = ~q["snapshot"] & (el == q["e"]) & (ol >= leo)
-        o = (F.when(q["snapshot"] | agree, F.lit(None).cast("bigint"))
+        o = (F.when(q["snapshot"] | agree, lit(None).cast("bigint"))
              .when(el == 0, F.least(ol, leo))
              .when(ef == el, F.least(of, ol))
              .otherwise(of))
@@ -170,28 +171,28 @@ def truncate_kraft(pairs: DataFrame, inputs: DataFrame, batches: DataFrame, max_
         (the leader's latest snapshot id when the exchange ended in FETCH_SNAPSHOT).
     """
     joined = pairs.join(inputs, KEY, "left")
-    snap_ends = F.filter(F.array(F.col("l_first.end_offset"), F.col("f_first.end_offset"), F.col("l_log_start"),
-                                 F.col("f_log_start")), lambda x: x.isNotNull())
+    snap_ends = F.filter(F.array(col("l_first.end_offset"), col("f_first.end_offset"), col("l_log_start"),
+                                 col("f_log_start")), lambda x: x.isNotNull())
     with_floors = joined.join(candidate_floors(joined, batches, snap_ends), KEY, "left")
     snap_id = f"{SNAPSHOT_ID}"
     init = F.struct(
-        F.col("l_entries").cast(f"array<{ENTRY}>").alias("l_entries"), F.col("l_leo").cast("bigint").alias("l_leo"),
-        F.col("l_log_start").cast("bigint").alias("l_log_start"),
-        F.col("l_first").cast(snap_id).alias("l_first"), F.col("l_latest").cast(snap_id).alias("l_latest"),
-        F.col("f_first").cast(snap_id).alias("f_first"), F.col("f_snap_epoch").cast("int").alias("f_snap_epoch"),
-        F.col("f_min_base").cast("bigint").alias("f_min_base"), F.col("f_log_start").cast("bigint").alias("f_log_start"),
-        F.col("f_lso").cast("bigint").alias("f_lso"),
-        F.coalesce(F.col("floors"), F.create_map().cast("map<bigint,bigint>")).alias("floors"),
-        F.col("f_entries").cast(f"array<{ENTRY}>").alias("cur"), F.col("f_leo").cast("bigint").alias("leo"),
-        F.lit(None).cast("bigint").alias("truncation_offset"),
-        F.lit(0).alias("truncation_rounds"),
-        F.lit(None).cast(snap_id).alias("fetch_snapshot"),
+        col("l_entries").cast(f"array<{ENTRY}>").alias("l_entries"), col("l_leo").cast("bigint").alias("l_leo"),
+        col("l_log_start").cast("bigint").alias("l_log_start"),
+        col("l_first").cast(snap_id).alias("l_first"), col("l_latest").cast(snap_id).alias("l_latest"),
+        col("f_first").cast(snap_id).alias("f_first"), col("f_snap_epoch").cast("int").alias("f_snap_epoch"),
+        col("f_min_base").cast("bigint").alias("f_min_base"), col("f_log_start").cast("bigint").alias("f_log_start"),
+        col("f_lso").cast("bigint").alias("f_lso"),
+        F.coalesce(col("floors"), F.create_map().cast("map<bigint,bigint>")).alias("floors"),
+        col("f_entries").cast(f"array<{ENTRY}>").alias("cur"), col("f_leo").cast("bigint").alias("leo"),
+        lit(None).cast("bigint").alias("truncation_offset"),
+        lit(0).alias("truncation_rounds"),
+        lit(None).cast(snap_id).alias("fetch_snapshot"),
         F.array().cast(f"array<{ROUND}>").alias("rounds_detail"),
-        F.col("f_leo").isNull().alias("done"),
+        col("f_leo").isNull().alias("done"),
     )
-    final = F.aggregate(F.sequence(F.lit(1), F.lit(max_rounds)), init, lambda acc, _: _round(acc, max_rounds))
+    final = F.aggregate(F.sequence(lit(1), lit(max_rounds)), init, lambda acc, _: _round(acc, max_rounds))
     s = with_floors.select(*KEY, final.alias("_s"))
-    fixed = {"resume_offset": F.lit(None).cast("bigint"), "missing_hwm": F.lit(False), "hwm_fallback": F.lit(False),
-             "truncation_offset_2_8": F.lit(None).cast("bigint")}
-    return s.select(*KEY, *[fixed[c].alias(c) if c in fixed else F.col(f"_s.{c}").alias(c) for c in RESULT_COLUMNS],
-                    F.col("_s.fetch_snapshot").alias("fetch_snapshot"))
+    fixed = {"resume_offset": lit(None).cast("bigint"), "missing_hwm": lit(False), "hwm_fallback": lit(False),
+             "truncation_offset_2_8": lit(None).cast("bigint")}
+    return s.select(*KEY, *[fixed[c].alias(c) if c in fixed else col(f"_s.{c}").alias(c) for c in RESULT_COLUMNS],
+                    col("_s.fetch_snapshot").alias("fetch_snapshot"))

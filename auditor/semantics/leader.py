@@ -5,6 +5,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from auditor.columns import col, lit
+
 PARTITION = ["snapshot", "topic", "partition"]
 
 
@@ -21,29 +23,29 @@ def choose_leaders(facts: DataFrame, named: DataFrame | None = None) -> DataFram
         the metadata names no leader (``leader_source = quorum-state``).
     """
     rank = Window.partitionBy(*PARTITION).orderBy(
-        F.col("latest_epoch").desc_nulls_last(), F.col("log_end_offset").desc_nulls_last(),
-        F.col("high_watermark").desc_nulls_last(), F.col("replica").asc())
+        col("latest_epoch").desc_nulls_last(), col("log_end_offset").desc_nulls_last(),
+        col("high_watermark").desc_nulls_last(), col("replica").asc())
     inferred = (
-        facts.filter(F.col("latest_epoch").isNotNull())
+        facts.filter(col("latest_epoch").isNotNull())
         .withColumn("_rank", F.row_number().over(rank))
-        .filter(F.col("_rank") == 1)
-        .select(*PARTITION, F.col("replica").alias("inferred_leader"))
+        .filter(col("_rank") == 1)
+        .select(*PARTITION, col("replica").alias("inferred_leader"))
     )
     per_partition = facts.groupBy(*PARTITION).agg(F.max("meta_leader").alias("meta_leader"))
     if named is not None:
         per_partition = per_partition.join(named, PARTITION, "left")
     else:
-        per_partition = per_partition.withColumn("named_leader", F.lit(None).cast("int"))
+        per_partition = per_partition.withColumn("named_leader", lit(None).cast("int"))
     chosen = per_partition.join(inferred, PARTITION, "left").select(
         *PARTITION,
-        F.coalesce(F.col("meta_leader"), F.col("named_leader"), F.col("inferred_leader")).alias("leader"),
-        F.when(F.col("meta_leader").isNotNull(), "metadata")
-        .when(F.col("named_leader").isNotNull(), "quorum-state")
-        .when(F.col("inferred_leader").isNotNull(), "inferred")
+        F.coalesce(col("meta_leader"), col("named_leader"), col("inferred_leader")).alias("leader"),
+        F.when(col("meta_leader").isNotNull(), "metadata")
+        .when(col("named_leader").isNotNull(), "quorum-state")
+        .when(col("inferred_leader").isNotNull(), "inferred")
         .otherwise("unknown").alias("leader_source"),
     )
-    present = facts.filter(F.col("has_dump")).select(
-        *PARTITION, F.col("replica").alias("leader"), F.lit(True).alias("leader_present"))
+    present = facts.filter(col("has_dump")).select(
+        *PARTITION, col("replica").alias("leader"), lit(True).alias("leader_present"))
     return chosen.join(present, [*PARTITION, "leader"], "left").select(
         *PARTITION, "leader", "leader_source",
-        F.coalesce(F.col("leader_present"), F.lit(False)).alias("leader_present"))
+        F.coalesce(col("leader_present"), lit(False)).alias("leader_present"))

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from auditor.columns import col, lit
+
 REPLICA = ["snapshot", "topic", "partition", "replica"]
 
 #: A total order of one replica's batches: by offsets and epoch, then by CRC, then by the
@@ -26,8 +28,8 @@ def log_lineage(batches: DataFrame) -> DataFrame:
     order = Window.partitionBy(*REPLICA).orderBy(*BATCH_ORDER)
     new_run = (
         F.lag("last_offset").over(order).isNull()
-        | (F.col("epoch") != F.lag("epoch").over(order))
-        | (F.col("base_offset") != F.lag("last_offset").over(order) + 1)
+        | (col("epoch") != F.lag("epoch").over(order))
+        | (col("base_offset") != F.lag("last_offset").over(order) + 1)
     )
     running = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     return (
@@ -36,7 +38,7 @@ def log_lineage(batches: DataFrame) -> DataFrame:
         .withColumn("_run", F.sum("_new").over(running))
         .groupBy(*REPLICA, "_run", "epoch")
         .agg(F.min("base_offset").alias("start_offset"), (F.max("last_offset") + 1).alias("end_offset"),
-             F.count(F.lit(1)).alias("batch_count"))
+             F.count(lit(1)).alias("batch_count"))
         .drop("_run")
     )
 
@@ -55,19 +57,19 @@ def rebuilt_cache(batches: DataFrame) -> DataFrame:
     """
     order = Window.partitionBy(*REPLICA).orderBy(*BATCH_ORDER)
     changes = (
-        batches.filter(F.col("epoch") >= 0)
+        batches.filter(col("epoch") >= 0)
         .select(*REPLICA, "epoch", "base_offset", "last_offset", "crc", "file", "line_number")
         .withColumn("_prev", F.lag("epoch").over(order))
-        .filter(F.col("_prev").isNull() | (F.col("_prev") != F.col("epoch")))
+        .filter(col("_prev").isNull() | (col("_prev") != col("epoch")))
     )
     later = Window.partitionBy(*REPLICA).orderBy(*BATCH_ORDER).rowsBetween(
         1, Window.unboundedFollowing)
     return (
         changes.withColumn("_min_e", F.min("epoch").over(later))
         .withColumn("_min_s", F.min("base_offset").over(later))
-        .filter((F.col("_min_e").isNull() | (F.col("epoch") < F.col("_min_e")))
-                & (F.col("_min_s").isNull() | (F.col("base_offset") < F.col("_min_s"))))
-        .select(*REPLICA, "epoch", F.col("base_offset").alias("start_offset"))
+        .filter((col("_min_e").isNull() | (col("epoch") < col("_min_e")))
+                & (col("_min_s").isNull() | (col("base_offset") < col("_min_s"))))
+        .select(*REPLICA, "epoch", col("base_offset").alias("start_offset"))
     )
 
 
@@ -86,13 +88,13 @@ def effective_cache(epoch_cache: DataFrame, rebuilt: DataFrame, replicas: DataFr
         offsets.select(*REPLICA, "log_end_offset"), REPLICA, "left")
     from_file = (
         epoch_cache.select(*REPLICA, "epoch", "start_offset")
-        .join(r.filter(F.col("epoch_file_usable")), REPLICA)
-        .filter(F.col("log_end_offset").isNull() | (F.col("start_offset") <= F.col("log_end_offset")))
-        .select(*REPLICA, "epoch", "start_offset", "log_end_offset", F.lit("checkpoint").alias("cache_source"))
+        .join(r.filter(col("epoch_file_usable")), REPLICA)
+        .filter(col("log_end_offset").isNull() | (col("start_offset") <= col("log_end_offset")))
+        .select(*REPLICA, "epoch", "start_offset", "log_end_offset", lit("checkpoint").alias("cache_source"))
     )
     from_log = (
-        rebuilt.join(r.filter(~F.col("epoch_file_usable")), REPLICA)
-        .select(*REPLICA, "epoch", "start_offset", "log_end_offset", F.lit("log").alias("cache_source"))
+        rebuilt.join(r.filter(~col("epoch_file_usable")), REPLICA)
+        .select(*REPLICA, "epoch", "start_offset", "log_end_offset", lit("log").alias("cache_source"))
     )
     return from_file.unionByName(from_log)
 
@@ -101,10 +103,10 @@ def checkpoint_lineage(cache: DataFrame) -> DataFrame:
     """``epoch_lineage`` rows of ``source = checkpoint``: one per entry of the effective
     cache read from the file, ending at the next entry's start or at the LEO."""
     nxt = Window.partitionBy(*REPLICA).orderBy("epoch", "start_offset")
-    return cache.filter(F.col("cache_source") == "checkpoint").select(
+    return cache.filter(col("cache_source") == "checkpoint").select(
         *REPLICA, "epoch", "start_offset",
-        F.coalesce(F.lead("start_offset").over(nxt), F.col("log_end_offset"), F.col("start_offset")).alias("end_offset"),
-        F.lit(None).cast("bigint").alias("batch_count"),
+        F.coalesce(F.lead("start_offset").over(nxt), col("log_end_offset"), col("start_offset")).alias("end_offset"),
+        lit(None).cast("bigint").alias("batch_count"),
     )
 
 

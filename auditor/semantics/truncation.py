@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from auditor.columns import col, lit
 from auditor.semantics.eoe import ENTRY, eoe, latest_epoch
 
 KEY = ["snapshot", "topic", "partition", "replica"]
@@ -34,12 +35,12 @@ def least_strict(*cols: Column) -> Column:
 def floors(probes: DataFrame, batches: DataFrame, column: str) -> DataFrame:
     """``floor_F`` of ``probes[column]``: the base offset of the replica's batch containing
     it, or the offset itself when no batch does. Returns ``KEY + [column + "_floor"]``."""
-    b = batches.select(*KEY, F.col("base_offset").alias("_b"), F.col("last_offset").alias("_l"))
-    p = probes.select(*KEY, F.col(column).alias("_o")).filter(F.col("_o").isNotNull()).distinct()
-    hit = p.join(b, KEY).filter((F.col("_b") <= F.col("_o")) & (F.col("_l") >= F.col("_o"))).groupBy(
+    b = batches.select(*KEY, col("base_offset").alias("_b"), col("last_offset").alias("_l"))
+    p = probes.select(*KEY, col(column).alias("_o")).filter(col("_o").isNotNull()).distinct()
+    hit = p.join(b, KEY).filter((col("_b") <= col("_o")) & (col("_l") >= col("_o"))).groupBy(
         *KEY, "_o").agg(F.min("_b").alias("_fb"))
     return p.join(hit, [*KEY, "_o"], "left").select(
-        *KEY, F.col("_o").alias(column), F.coalesce(F.col("_fb"), F.col("_o")).alias(f"{column}_floor"))
+        *KEY, col("_o").alias(column), F.coalesce(col("_fb"), col("_o")).alias(f"{column}_floor"))
 
 
 def candidate_floors(pairs: DataFrame, batches: DataFrame, extra: Column | None = None) -> DataFrame:
@@ -56,13 +57,13 @@ def candidate_floors(pairs: DataFrame, batches: DataFrame, extra: Column | None 
         ``KEY`` + ``floors`` (``map<bigint,bigint>``) for followers with a candidate.
     """
     empty = F.array().cast(f"array<{ENTRY}>")
-    starts = lambda c: F.transform(F.coalesce(F.col(c), empty), lambda x: x["start_offset"])  # noqa: E731
+    starts = lambda c: F.transform(F.coalesce(col(c), empty), lambda x: x["start_offset"])  # noqa: E731
     cands = pairs.select(*KEY, F.explode(F.array_distinct(F.concat(
         starts("f_entries"), starts("l_entries"),
-        F.array(F.col("l_leo"), F.col("f_leo"), F.col("f_hwm")),
+        F.array(col("l_leo"), col("f_leo"), col("f_hwm")),
         *([extra.cast("array<bigint>")] if extra is not None else [])))).alias("o"))
     first = floors(cands, batches, "o")
-    second = floors(first.select(*KEY, F.col("o_floor").alias("o")), batches, "o")
+    second = floors(first.select(*KEY, col("o_floor").alias("o")), batches, "o")
     both = first.unionByName(second).distinct()
     return both.groupBy(*KEY).agg(
         F.map_from_entries(F.collect_list(F.struct("o", "o_floor"))).alias("floors"))
@@ -99,7 +100,7 @@ def _round(acc: Column, max_rounds: int) -> Column:
         diverge = ~((el >= e) & (ol >= leo))
         undefined = ol == -1
         o = (
-            F.when(~diverge, F.lit(None).cast("bigint"))
+            F.when(~diverge, lit(None).cast("bigint"))
             .when(undefined, least_strict(hwm, leo))
             .when(of == -1, F.least(ol, leo))
             .when(ef != el, F.least(of, leo))
@@ -131,7 +132,7 @@ def _round(acc: Column, max_rounds: int) -> Column:
             F.when(cut.isNotNull(), F.filter(cur, lambda x: x["start_offset"] < cut)).otherwise(cur)
             .cast(f"array<{ENTRY}>").alias("cur"),
             F.when(truncates, cut).otherwise(leo).alias("leo"),
-            F.when(d["missing_now"], F.lit(None).cast("bigint"))
+            F.when(d["missing_now"], lit(None).cast("bigint"))
             .when(truncates, cut).otherwise(a["truncation_offset"]).alias("truncation_offset"),
             rounds.alias("truncation_rounds"),
             F.when(truncates, d["o"]).otherwise(a["resume_offset"]).alias("resume_offset"),
@@ -166,31 +167,31 @@ def truncate_epoch(pairs: DataFrame, batches: DataFrame, max_rounds: int = MAX_R
     """
     with_floors = pairs.join(candidate_floors(pairs, batches), KEY, "left")
     init = F.struct(
-        F.col("l_entries").cast(f"array<{ENTRY}>").alias("l_entries"), F.col("l_leo").cast("bigint").alias("l_leo"),
-        F.col("f_hwm").cast("bigint").alias("f_hwm"),
-        F.coalesce(F.col("floors"), F.create_map().cast("map<bigint,bigint>")).alias("floors"),
-        F.col("f_entries").cast(f"array<{ENTRY}>").alias("cur"), F.col("f_leo").cast("bigint").alias("leo"),
-        F.lit(None).cast("bigint").alias("truncation_offset"),
-        F.lit(0).alias("truncation_rounds"),
-        F.lit(None).cast("bigint").alias("resume_offset"),
-        F.lit(False).alias("missing_hwm"), F.lit(False).alias("hwm_fallback"),
-        F.lit(None).cast("bigint").alias("truncation_offset_2_8"),
+        col("l_entries").cast(f"array<{ENTRY}>").alias("l_entries"), col("l_leo").cast("bigint").alias("l_leo"),
+        col("f_hwm").cast("bigint").alias("f_hwm"),
+        F.coalesce(col("floors"), F.create_map().cast("map<bigint,bigint>")).alias("floors"),
+        col("f_entries").cast(f"array<{ENTRY}>").alias("cur"), col("f_leo").cast("bigint").alias("leo"),
+        lit(None).cast("bigint").alias("truncation_offset"),
+        lit(0).alias("truncation_rounds"),
+        lit(None).cast("bigint").alias("resume_offset"),
+        lit(False).alias("missing_hwm"), lit(False).alias("hwm_fallback"),
+        lit(None).cast("bigint").alias("truncation_offset_2_8"),
         F.array().cast(f"array<{ROUND}>").alias("rounds_detail"),
-        F.col("f_leo").isNull().alias("done"),
+        col("f_leo").isNull().alias("done"),
     )
-    final = F.aggregate(F.sequence(F.lit(1), F.lit(max_rounds)), init, lambda acc, _: _round(acc, max_rounds))
-    return with_floors.select(*KEY, final.alias("_s")).select(*KEY, *[F.col(f"_s.{c}").alias(c) for c in RESULT_COLUMNS])
+    final = F.aggregate(F.sequence(lit(1), lit(max_rounds)), init, lambda acc, _: _round(acc, max_rounds))
+    return with_floors.select(*KEY, final.alias("_s")).select(*KEY, *[col(f"_s.{c}").alias(c) for c in RESULT_COLUMNS])
 
 
 def kip101_offset(l_entries: Column, l_leo: Column, f_entries: Column) -> Column:
     """The leader's KIP-101 answer A (Kafka 0.11 to 1.1), null when undefined."""
     e = latest_epoch(f_entries)
     safe = F.coalesce(l_entries, F.array().cast(f"array<{ENTRY}>"))
-    first = F.try_element_at(safe, F.lit(1))["epoch"]
-    latest = F.try_element_at(safe, F.lit(-1))["epoch"]
-    higher = F.try_element_at(F.filter(safe, lambda x: x["epoch"] > e), F.lit(1))
+    first = F.try_element_at(safe, lit(1))["epoch"]
+    latest = F.try_element_at(safe, lit(-1))["epoch"]
+    higher = F.try_element_at(F.filter(safe, lambda x: x["epoch"] > e), lit(1))
     return (
-        F.when((e == -1) | (F.size(safe) == 0) | (e < first), F.lit(None).cast("bigint"))
+        F.when((e == -1) | (F.size(safe) == 0) | (e < first), lit(None).cast("bigint"))
         .when(e == latest, l_leo)
         .otherwise(higher["start_offset"])
     )
@@ -207,41 +208,41 @@ def truncate_one_step(pairs: DataFrame, batches: DataFrame, protocol: str,
         raft_offsets: for ``raft``: ``KEY`` + ``raft_offset`` (first index where the leader
             has no entry or one of another term); followers without a row have none.
     """
-    leo, hwm = F.col("f_leo"), F.col("f_hwm")
+    leo, hwm = col("f_leo"), col("f_hwm")
     if protocol == "kip-101":
-        answer = kip101_offset(F.col("l_entries"), F.col("l_leo"), F.col("f_entries"))
+        answer = kip101_offset(col("l_entries"), col("l_leo"), col("f_entries"))
         base = pairs.select("*", answer.alias("answer"))
-        o = (F.when(F.col("answer").isNull(), least_strict(hwm, leo))
-             .when(F.col("answer") >= leo, F.lit(None).cast("bigint")).otherwise(F.col("answer")))
-        missing = F.col("answer").isNull() & hwm.isNull()
+        o = (F.when(col("answer").isNull(), least_strict(hwm, leo))
+             .when(col("answer") >= leo, lit(None).cast("bigint")).otherwise(col("answer")))
+        missing = col("answer").isNull() & hwm.isNull()
     elif protocol == "hwm":
-        base = pairs.select("*", F.lit(None).cast("bigint").alias("answer"))
+        base = pairs.select("*", lit(None).cast("bigint").alias("answer"))
         o = least_strict(hwm, leo)
         missing = hwm.isNull()
     elif protocol == "raft":
         assert raft_offsets is not None
         base = pairs.join(raft_offsets, KEY, "left").withColumnRenamed("raft_offset", "answer")
-        o = F.col("answer")
-        missing = F.lit(False)
+        o = col("answer")
+        missing = lit(False)
     else:
         raise ValueError(f"unknown protocol {protocol}")
     step = base.select("*", o.alias("o"), missing.alias("missing_hwm"))
     step = step.join(floors(step, batches, "o"), [*KEY, "o"], "left")
-    truncates = F.col("o_floor").isNotNull() & (F.col("o_floor") < F.col("f_leo"))
+    truncates = col("o_floor").isNotNull() & (col("o_floor") < col("f_leo"))
     # the epoch protocol's round shape (fields these protocols do not have are null, and
     # ``to_json`` leaves null fields out): rows of several protocols can share one frame
-    none = F.lit(None)
-    detail = F.struct(F.lit(1).alias("round"), none.cast("int").alias("requested_epoch"),
-                      none.cast("int").alias("leader_epoch"), F.col("answer").cast("bigint").alias("leader_offset"),
+    none = lit(None)
+    detail = F.struct(lit(1).alias("round"), none.cast("int").alias("requested_epoch"),
+                      none.cast("int").alias("leader_epoch"), col("answer").cast("bigint").alias("leader_offset"),
                       none.cast("int").alias("follower_epoch"), none.cast("bigint").alias("follower_offset"),
-                      F.col("o").cast("bigint").alias("offset"), F.col("o_floor").cast("bigint").alias("effective_offset"))
+                      col("o").cast("bigint").alias("offset"), col("o_floor").cast("bigint").alias("effective_offset"))
     return step.select(
         *KEY,
-        F.when(truncates, F.col("o_floor")).alias("truncation_offset"),
+        F.when(truncates, col("o_floor")).alias("truncation_offset"),
         F.when(truncates, 1).otherwise(0).alias("truncation_rounds"),
-        F.when(truncates, F.col("o")).alias("resume_offset"),
+        F.when(truncates, col("o")).alias("resume_offset"),
         "missing_hwm",
-        F.lit(False).alias("hwm_fallback"),
-        F.lit(None).cast("bigint").alias("truncation_offset_2_8"),
+        lit(False).alias("hwm_fallback"),
+        lit(None).cast("bigint").alias("truncation_offset_2_8"),
         F.array(detail).alias("rounds_detail"),
     )

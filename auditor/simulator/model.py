@@ -294,3 +294,20 @@ def kip101_truncation(log: Log, cache: EpochCache, hwm: int | None,
     log.truncate(target)
     cache.truncate_from_end(effective)
     return Truncation(effective, 1)
+
+
+@dataclass
+class Replica:
+    """One broker's copy of the partition, as its disk holds it."""
+
+    broker: int
+    log: Log = field(default_factory=Log)
+    cache: EpochCache = field(default_factory=EpochCache)
+    hwm: int = 0                       # the replication-offset-checkpoint entry
+    protocol: str = "epoch"            # how it truncates during the history
+    frozen: bool = False               # no longer fetches (stopped, crashed, or mid-incident)
+    needs_truncation: bool = False     # a leader change happened since its last fetch
+    corrupt: set[int] = field(default_factory=set)  # base offsets printed isvalid: false
+    torn_bytes: int = 0
+    checkpoint_file: list[tuple[int, int]] | None = None  # None: the file is written from the cache
+    checkpoint_lost: bool = False

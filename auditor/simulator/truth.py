@@ -12,8 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from auditor.simulator.history import PartitionHistory, Replica
-from auditor.simulator.model import BatchRef, EpochCache, Log, epoch_truncation, rebuild_from_log
+from auditor.simulator.history import PartitionHistory
+from auditor.simulator.model import (
+    BatchRef,
+    EpochCache,
+    Log,
+    Replica,
+    epoch_truncation,
+    rebuild_from_log,
+)
 
 
 @dataclass(frozen=True)

@@ -11,18 +11,16 @@ from __future__ import annotations
 import logging
 import os
 from datetime import date
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from auditor.columns import col, lit
 from auditor.errors import OutputError
 from auditor.sinks.schemas import PARTITION_COLUMNS
 from auditor.spark import has_delta_classes
-
-if TYPE_CHECKING:
-    from auditor.checks.overtime import History
 
 logger = logging.getLogger(__name__)
 
@@ -243,7 +241,6 @@ def read_rows(spark: SparkSession, path: str, schema: T.StructType, cluster: str
     with Spark, so history is read by executors and never passes through the driver.
     ``day`` is not returned.
     """
-    from pyspark.sql import functions as F
 
     data_fields = [f for f in schema.fields if f.name not in PARTITION_COLUMNS]
     if has_delta_classes(spark):
@@ -251,12 +248,12 @@ def read_rows(spark: SparkSession, path: str, schema: T.StructType, cluster: str
 
         if not SparkDeltaTable.isDeltaTable(spark, path):
             return None
-        df = spark.read.format("delta").load(path).filter(F.col("cluster") == cluster)
+        df = spark.read.format("delta").load(path).filter(col("cluster") == cluster)
         if days is not None:
-            df = df.filter(F.col("day").isin(*days))
+            df = df.filter(col("day").isin(*days))
         # a column an earlier version did not write reads as null (the deltalake branch's
         # Parquet read with the declared schema does the same)
-        return df.select(*[F.col(f.name) if f.name in df.columns else F.lit(None).cast(f.dataType).alias(f.name)
+        return df.select(*[col(f.name) if f.name in df.columns else lit(None).cast(f.dataType).alias(f.name)
                            for f in data_fields], "cluster")
     from deltalake import DeltaTable
 
@@ -270,30 +267,4 @@ def read_rows(spark: SparkSession, path: str, schema: T.StructType, cluster: str
     files = DeltaTable(path).file_uris(partition_filters=filters)
     if not files:
         return None
-    return spark.read.schema(T.StructType(data_fields)).parquet(*files).withColumn("cluster", F.lit(cluster))
-
-
-def read_history(spark: SparkSession, out: str, cluster: str, run_id: str) -> History | None:
-    """What OUT holds about ``cluster`` from other runs that SUCCEEDED (SPEC 5, over time),
-    or None when there is none."""
-    from pyspark.sql import functions as F
-
-    from auditor.checks.overtime import History
-    from auditor.sinks.schemas import OUTPUT_TABLES
-
-    runs = read_rows(spark, table_path(out, "runs"), OUTPUT_TABLES["runs"], cluster)
-    if runs is None:
-        return None
-    ok = (runs.filter((F.col("status") == "SUCCEEDED") & (F.col("run_id") != run_id))
-          .groupBy("run_id").agg(F.max("started_at").alias("started_at")))
-    ps = read_rows(spark, table_path(out, "partition_status"), OUTPUT_TABLES["partition_status"], cluster)
-    if ps is None:
-        return None
-    observations = ps.join(F.broadcast(ok), "run_id").select(
-        "run_id", "snapshot", "topic", "partition", "leader", "leader_epoch", "max_high_watermark", "started_at")
-
-    def load(name: str, days: list[date]) -> DataFrame | None:
-        df = read_rows(spark, table_path(out, name), OUTPUT_TABLES[name], cluster, days)
-        return None if df is None else df.join(F.broadcast(ok.select("run_id")), "run_id", "left_semi")
-
-    return History(observations, load)
+    return spark.read.schema(T.StructType(data_fields)).parquet(*files).withColumn("cluster", lit(cluster))

@@ -15,8 +15,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from auditor.checks.registry import SEVERITY_RANK
 from auditor.errors import UsageError
+from auditor.registry import SEVERITY_RANK
 
 Row = dict[str, Any]
 DATA_TABLES = ("findings", "replica_status", "partition_status", "epoch_lineage", "parse_errors")

@@ -135,7 +135,7 @@ def read_rows(spark: Any, out: str, table: str, cluster: str, wanted: Any) -> An
     from deltalake import DeltaTable
     from pyspark.sql import functions as F
 
-    from auditor.spark import local_frame
+    from auditor.frames import local_frame
 
     schema = SCHEMAS[table]
     path = store_path(out, table)

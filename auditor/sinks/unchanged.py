@@ -43,14 +43,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from auditor import __version__
-from auditor.checks.registry import REGISTRY, SEVERITY_RANK
 from auditor.config import Config
 from auditor.ingest import discovery as d
+from auditor.registry import REGISTRY, SEVERITY_RANK
 from auditor.sinks import schemas
 from auditor.sinks.arrow_read import read_delta
 from auditor.sinks.delta import arrow_schema, table_path
 from auditor.sinks.store import Fingerprint
+from auditor.version import __version__
 
 #: Bumped when what the digest covers changes: a digest of another version never matches.
 DIGEST_VERSION = 1

@@ -25,10 +25,13 @@ BIGINT overflow; a half-sum cannot overflow below 2^31 batches) and folded by :f
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column
 from pyspark.sql import functions as F
+
+from auditor.columns import col, lit
+from auditor.frames import Spec
 
 #: A window holds the batches whose base offset is in ``[w * 2^16, (w + 1) * 2^16)``.
 WINDOW_BITS = 16
@@ -47,7 +50,7 @@ def window_of(base: Column) -> Column:
 
 
 def _lo(h: Column) -> Column:
-    return h.bitwiseAND(F.lit(LOW))
+    return h.bitwiseAND(lit(LOW))
 
 
 def _hi(h: Column) -> Column:
@@ -59,23 +62,19 @@ def _g1(x: Column) -> Column:
 
 
 def _g2(x: Column) -> Column:
-    return F.xxhash64(F.lit(SEED), x)
+    return F.xxhash64(lit(SEED), x)
 
 
 def batch_terms(base: Column, last: Column, epoch: Column, crc: Column) -> dict[str, Column]:
     """Per batch, the value each of :data:`DIGEST_SUMS` and :data:`CHAIN_SUMS` adds."""
     d1 = F.xxhash64(base, last, epoch, crc)
-    d2 = F.xxhash64(F.lit(SEED), base, last, epoch, crc)
+    d2 = F.xxhash64(lit(SEED), base, last, epoch, crc)
     after = last + 1
     return {
         "d1_lo": _lo(d1), "d1_hi": _hi(d1), "d2_lo": _lo(d2), "d2_hi": _hi(d2),
         "c1_lo": _lo(_g1(base)) - _lo(_g1(after)), "c1_hi": _hi(_g1(base)) - _hi(_g1(after)),
         "c2_lo": _lo(_g2(base)) - _lo(_g2(after)), "c2_hi": _hi(_g2(base)) - _hi(_g2(after)),
     }
-
-
-#: An aggregate as (result name, aggregate function, its input per row).
-Spec = tuple[str, Callable[[Column], Column], Column]
 
 
 def summary_spec(base: Column, last: Column, epoch: Column, crc: Column, records: Column,
@@ -88,23 +87,15 @@ def summary_spec(base: Column, last: Column, epoch: Column, crc: Column, records
 
     terms = batch_terms(base, last, epoch, crc)
     return [
-        ("n", F.sum, only(F.lit(1))),
+        ("n", F.sum, only(lit(1))),
         ("records", F.sum, only(records)),
         ("min_base", F.min, only(base)),
         ("max_base", F.max, only(base)),
         ("max_last", F.max, only(last)),
         ("crcless", F.sum, only(F.when(crc.isNull(), 1).otherwise(0))),
-        ("invalid", F.sum, only(F.when(is_valid == F.lit(False), 1).otherwise(0))),
+        ("invalid", F.sum, only(F.when(is_valid == lit(False), 1).otherwise(0))),
         *[(k, F.sum, only(v)) for k, v in terms.items()],
     ]
-
-
-def aggregate_specs(df: DataFrame, keys: Sequence[str], specs: Sequence[Spec]) -> DataFrame:
-    """``df`` grouped by ``keys`` with the aggregates of ``specs``. Each input is computed in
-    a projection of its own first, so the aggregate reads plain columns: its generated code
-    stays small enough for the JIT to compile."""
-    inputs = df.select(*keys, *[expr.alias(f"_in_{name}") for name, _, expr in specs])
-    return inputs.groupBy(*keys).agg(*[fn(F.col(f"_in_{name}")).alias(name) for name, fn, _ in specs])
 
 
 def summary_aggregates(base: Column, last: Column, epoch: Column, crc: Column, records: Column,
@@ -122,26 +113,26 @@ COMBINE: dict[str, Callable[[Column], Column]] = {
 
 def rollup(keys: list[str]) -> list[Column]:
     """Aggregates that combine summary rows (of :func:`summary_aggregates`) into coarser ones."""
-    return [fn(F.col(c)).alias(c) for c, fn in COMBINE.items()]
+    return [fn(col(c)).alias(c) for c, fn in COMBINE.items()]
 
 
 def fold(hi: Column, lo: Column) -> Column:
     """``hi * 2^32 + lo`` modulo 2^64 as a BIGINT (its bit pattern), from exact sums."""
-    low = lo.bitwiseAND(F.lit(LOW))  # two's complement: lo modulo 2^32
-    high = (hi + F.shiftright(lo, 32)).bitwiseAND(F.lit(LOW))  # the arithmetic shift floors
+    low = lo.bitwiseAND(lit(LOW))  # two's complement: lo modulo 2^32
+    high = (hi + F.shiftright(lo, 32)).bitwiseAND(lit(LOW))  # the arithmetic shift floors
     return F.shiftleft(high, 32).bitwiseOR(low)
 
 
 def digest(prefix: str = "d") -> tuple[Column, Column]:
     """The two folded digests of a summary row."""
-    return (fold(F.col(f"{prefix}1_hi"), F.col(f"{prefix}1_lo")), fold(F.col(f"{prefix}2_hi"), F.col(f"{prefix}2_lo")))
+    return (fold(col(f"{prefix}1_hi"), col(f"{prefix}1_lo")), fold(col(f"{prefix}2_hi"), col(f"{prefix}2_lo")))
 
 
 def is_chain() -> Column:
     """The batches of a summary row tile ``[min_base, max_last]`` with no gap, overlap or
     repeated batch (both chain hashes agree)."""
-    a, b = F.col("min_base"), F.col("max_last") + 1
+    a, b = col("min_base"), col("max_last") + 1
     e1 = fold(_hi(_g1(a)) - _hi(_g1(b)), _lo(_g1(a)) - _lo(_g1(b)))
     e2 = fold(_hi(_g2(a)) - _hi(_g2(b)), _lo(_g2(a)) - _lo(_g2(b)))
     c1, c2 = digest("c")
-    return (F.col("n") > 0) & (c1 == e1) & (c2 == e2)
+    return (col("n") > 0) & (c1 == e1) & (c2 == e2)

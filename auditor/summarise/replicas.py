@@ -17,6 +17,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from auditor.columns import col, lit
 from auditor.ingest.kraft import is_kraft
 from auditor.summarise.digest import DIGEST_SUMS, digest, is_chain, rollup
 
@@ -35,7 +36,7 @@ def window_summaries(summaries: DataFrame) -> DataFrame:
 def tail_batches(summaries: DataFrame) -> DataFrame:
     """The batches summarised one by one (the last lines of each dump section):
     ``KEY, win, base`` and their digest terms (:data:`DIGEST_SUMS`)."""
-    return summaries.filter("tail").select(*KEY, "win", F.col("min_base").alias("base"), "crcless", *DIGEST_SUMS)
+    return summaries.filter("tail").select(*KEY, "win", col("min_base").alias("base"), "crcless", *DIGEST_SUMS)
 
 
 def epoch_summaries(summaries: DataFrame) -> DataFrame:
@@ -56,19 +57,19 @@ def replica_summaries(summaries: DataFrame, epochs: DataFrame) -> DataFrame:
     per_epoch = epochs.select(
         *KEY, "epoch", "is_run",
         # epochs >= 0 must start in the order of their numbers (no regression)
-        F.when(F.col("epoch") >= 0, F.lag(F.when(F.col("epoch") >= 0, F.col("min_base"))).over(ordered)
-               < F.col("min_base")).alias("_after"),
-        F.when(F.col("epoch") >= 0, F.lag(F.when(F.col("epoch") >= 0, F.col("epoch"))).over(ordered)).alias("_prev"),
+        F.when(col("epoch") >= 0, F.lag(F.when(col("epoch") >= 0, col("min_base"))).over(ordered)
+               < col("min_base")).alias("_after"),
+        F.when(col("epoch") >= 0, F.lag(F.when(col("epoch") >= 0, col("epoch"))).over(ordered)).alias("_prev"),
     ).groupBy(*KEY).agg(
-        F.min(F.col("is_run").cast("int")).alias("_runs"),
-        F.min(F.when(F.col("_prev").isNotNull(), F.col("_after").cast("int"))).alias("_ordered"),
+        F.min(col("is_run").cast("int")).alias("_runs"),
+        F.min(F.when(col("_prev").isNotNull(), col("_after").cast("int"))).alias("_ordered"),
         F.max("epoch").alias("_max_epoch"),
     )
     return rolled.join(per_epoch, KEY, "left").select(
         *KEY, "n", "records", "min_base", "max_last", "invalid", "crcless",
-        (F.col("_max_epoch") < 0).alias("epochless"),
-        (is_chain() & (F.col("_runs") == 1) & F.coalesce(F.col("_ordered") == 1, F.lit(True))
-         & (F.col("invalid") == 0) & ~is_kraft()).alias("regular"),
+        (col("_max_epoch") < 0).alias("epochless"),
+        (is_chain() & (col("_runs") == 1) & F.coalesce(col("_ordered") == 1, lit(True))
+         & (col("invalid") == 0) & ~is_kraft()).alias("regular"),
     )
 
 
@@ -94,12 +95,12 @@ def offsets(replicas: DataFrame, segments: DataFrame, log_start: DataFrame) -> D
         .join(log_start, KEY, "left")
         .select(
             *KEY,
-            F.greatest(F.col("max_last") + 1, F.col("_max_seg")).alias("log_end_offset"),
-            F.coalesce(F.col("log_start_offset"), F.col("_min_seg"), F.col("min_base")).alias("log_start_offset"),
-            local_log_start(F.col("log_start_offset"), F.coalesce(F.col("_min_seg"), F.col("min_base")))
+            F.greatest(col("max_last") + 1, col("_max_seg")).alias("log_end_offset"),
+            F.coalesce(col("log_start_offset"), col("_min_seg"), col("min_base")).alias("log_start_offset"),
+            local_log_start(col("log_start_offset"), F.coalesce(col("_min_seg"), col("min_base")))
             .alias("local_log_start_offset"),
-            F.coalesce(F.col("n"), F.lit(0)).cast("bigint").alias("batch_count"),
-            F.coalesce(F.col("records"), F.lit(0)).cast("bigint").alias("record_count"),
+            F.coalesce(col("n"), lit(0)).cast("bigint").alias("batch_count"),
+            F.coalesce(col("records"), lit(0)).cast("bigint").alias("record_count"),
         )
     )
 
@@ -108,16 +109,16 @@ def regular_lineage(epochs: DataFrame, replicas: DataFrame) -> DataFrame:
     """``epoch_lineage`` rows (``source = log``) of the regular replicas: one run per epoch."""
     regular = replicas.filter("regular").select(*KEY)
     return epochs.join(regular, KEY).select(
-        *KEY, "epoch", F.col("min_base").alias("start_offset"), (F.col("max_last") + 1).alias("end_offset"),
-        F.col("n").alias("batch_count"))
+        *KEY, "epoch", col("min_base").alias("start_offset"), (col("max_last") + 1).alias("end_offset"),
+        col("n").alias("batch_count"))
 
 
 def regular_rebuilt_cache(epochs: DataFrame, replicas: DataFrame) -> DataFrame:
     """The cache Kafka rebuilds from the log of each regular replica: each epoch (>= 0) at
     its first base offset."""
     regular = replicas.filter("regular").select(*KEY)
-    return epochs.filter(F.col("epoch") >= 0).join(regular, KEY).select(
-        *KEY, "epoch", F.col("min_base").alias("start_offset"))
+    return epochs.filter(col("epoch") >= 0).join(regular, KEY).select(
+        *KEY, "epoch", col("min_base").alias("start_offset"))
 
 
 def segment_ends(summaries: DataFrame, sections: DataFrame | None) -> DataFrame:
@@ -125,7 +126,7 @@ def segment_ends(summaries: DataFrame, sections: DataFrame | None) -> DataFrame:
     the trailing-bytes case of ``CORRUPT_BATCH``. Dump sections only (``sections``:
     ``file_id, sec, segment_base_offset``)."""
     if sections is None:
-        return summaries.select(*KEY, F.lit(None).cast("bigint").alias("segment_base_offset"),
-                                F.lit(None).cast("bigint").alias("after_last")).filter(F.lit(False))
+        return summaries.select(*KEY, lit(None).cast("bigint").alias("segment_base_offset"),
+                                lit(None).cast("bigint").alias("after_last")).filter(lit(False))
     return summaries.join(sections.select("file_id", "sec", "segment_base_offset"), ["file_id", "sec"]).groupBy(
         *KEY, "segment_base_offset").agg((F.max("max_last") + 1).alias("after_last"))

@@ -26,26 +26,20 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
 
+from auditor.columns import col, lit
+from auditor.frames import aggregate_specs
 from auditor.ingest import dump_grammar as g
 from auditor.ingest.discovery import InputFile
+from auditor.ingest.dump_items import item_spec, pending_batches, pending_item, placed_items
 from auditor.ingest.dumps import (
     SECTION_PROBLEM,
     classified_lines,
     is_direct_v2_batch,
-    item_spec,
-    pending_batches,
-    pending_item,
     shown_line,
     with_replica,
 )
 from auditor.ingest.wholefile import read_dump_lines
-from auditor.summarise.digest import (
-    aggregate_specs,
-    rollup,
-    summary_aggregates,
-    summary_spec,
-    window_of,
-)
+from auditor.summarise.digest import rollup, summary_aggregates, summary_spec, window_of
 
 #: The scan's group key. Header lines (``H``) and quarantined lines (``E``) are groups of
 #: their own, so their text (the header's facts, the error and the line shown) is part of
@@ -72,34 +66,32 @@ SUMMARY_KEY = ("snapshot", "replica", "topic", "partition", "file", "file_id", "
 
 
 def keyed_lines(spark: SparkSession, dump_files: Sequence[tuple[int, InputFile]], files: DataFrame,
-                limit: int | None = None, with_v2: bool = False, per_batch: bool = False,
-                keep: Column | None = None) -> DataFrame:
+                limit: int | None = None, per_batch: bool = False, spill: str | None = None,
+                narrow: bool = False) -> DataFrame:
     """Every dump line, classified and judged, with the scan's group key (:data:`SCAN_KEY`);
-    ``with_v2``: v2 batch lines are items too (``V``, for the drill-down); ``per_batch``:
-    every v2 batch line summarised is a group of its own (``D``, or ``T`` in a section's
-    tail) with all its batch's fields, so the scan's rows hold every batch; ``keep``: only
-    the lines it holds for (a condition on ``file_id`` and ``sec``), before the grammar
-    reads them."""
-    lines = read_dump_lines(spark, dump_files, limit)
-    rows = classified_lines(lines if keep is None else lines.filter(keep), files, all_fields=with_v2 or per_batch)
-    kind, item = pending_item(with_v2)
-    v2 = is_direct_v2_batch() if not with_v2 else F.lit(False)
-    quarantined = F.col("error").isNotNull()
-    header = F.col("kind") == "header"
-    tail = v2 & F.col("tail")
+    ``per_batch``: every v2 batch line summarised is a group of its own (``D``, or ``T`` in a
+    section's tail) with all its batch's fields, so the scan's rows hold every batch."""
+    lines = read_dump_lines(spark, dump_files, limit, spill=spill, narrow=narrow)
+    rows = classified_lines(lines, files, all_fields=per_batch)
+    kind, item = pending_item()
+    v2 = is_direct_v2_batch()
+    quarantined = col("error").isNotNull()
+    header = col("kind") == "header"
+    tail = v2 & col("tail")
     alone = v2 if per_batch else tail
     return rows.select(
         "*",
-        F.when(v2, window_of(F.col("f_base"))).alias("win"),
-        F.when(v2, F.col("f_epoch")).alias("epoch"),
-        F.when(quarantined, F.lit("E")).when(header, F.lit("H")).when(tail, F.lit("T"))
-        .when(alone, F.lit("D")).otherwise(kind).alias("item_kind"),
-        F.when(quarantined | header | alone, F.col("line_number")).otherwise(item).alias("item"),
-    ).withColumnRenamed("h_skind", "skind").withColumn("e_kind", F.when(quarantined, F.col("kind")))
+        F.when(v2, window_of(col("f_base"))).alias("win"),
+        F.when(v2, col("f_epoch")).alias("epoch"),
+        F.when(quarantined, lit("E")).when(header, lit("H")).when(tail, lit("T"))
+        .when(alone, lit("D")).otherwise(kind).alias("item_kind"),
+        F.when(quarantined | header | alone, col("line_number")).otherwise(item).alias("item"),
+    ).withColumnRenamed("h_skind", "skind").withColumn("e_kind", F.when(quarantined, col("kind")))
 
 
 def scan_dumps(spark: SparkSession, dump_files: Sequence[tuple[int, InputFile]], files: DataFrame,
-               limit: int | None = None, per_batch: bool = False) -> DataFrame:
+               limit: int | None = None, per_batch: bool = False, spill: str | None = None,
+                narrow: bool = False) -> DataFrame:
     """The scan aggregate (one row per group of :data:`SCAN_KEY`; see the module docstring).
 
     Args:
@@ -109,9 +101,11 @@ def scan_dumps(spark: SparkSession, dump_files: Sequence[tuple[int, InputFile]],
         per_batch: every v2 batch is a row of its own (``D``): a small input's scan holds
             all its batches, and the drill-down filters them instead of reading files again
             (:func:`scan_batches`).
+        spill, narrow: where driver-side lookups too large for a plan are stored (the run's
+            work dir), and whether they are in one partition.
     """
-    keyed = keyed_lines(spark, dump_files, files, limit, per_batch=per_batch)
-    kind, disp = F.col("kind"), F.col("disposition")
+    keyed = keyed_lines(spark, dump_files, files, limit, per_batch=per_batch, spill=spill, narrow=narrow)
+    kind, disp = col("kind"), col("disposition")
     header = kind == "header"
     types = _types()
 
@@ -119,23 +113,23 @@ def scan_dumps(spark: SparkSession, dump_files: Sequence[tuple[int, InputFile]],
         return F.when(condition, 1).otherwise(0)
 
     aggregated = aggregate_specs(keyed.withColumn("_v2", is_direct_v2_batch()), SCAN_KEY, [
-        ("lines", F.sum, F.lit(1)),
+        ("lines", F.sum, lit(1)),
         ("lines_parsed", F.sum, flag(disp == "parsed")),
         ("lines_skipped", F.sum, flag(disp == "skipped")),
         ("lines_quarantined", F.sum, flag(disp == "quarantined")),
         # the section's facts (from its header line) and the lines that say where it starts
-        ("sec_line", F.max, F.when(header, F.col("line_number"))),
-        ("h_partition", F.max, F.when(header, F.col("h_partition"))),
-        ("header_base", F.max, F.when(header, F.col("f_header_base"))),
-        ("start_line_offset", F.min, F.when(kind == "segment_start", F.col("f_number"))),
-        ("invalid_bytes", F.sum, F.when(kind == "invalid_bytes", F.col("f_number"))),
+        ("sec_line", F.max, F.when(header, col("line_number"))),
+        ("h_partition", F.max, F.when(header, col("h_partition"))),
+        ("header_base", F.max, F.when(header, col("f_header_base"))),
+        ("start_line_offset", F.min, F.when(kind == "segment_start", col("f_number"))),
+        ("invalid_bytes", F.sum, F.when(kind == "invalid_bytes", col("f_number"))),
         ("batch_lines", F.sum, flag(kind.isin(*g.BATCH_KINDS, *g.REBUILT_KINDS))),
-        *summary_spec(F.col("f_base"), F.col("f_last"), F.col("f_epoch"), F.col("f_crc"),
-                      F.coalesce(F.col("f_count"), F.col("f_last") - F.col("f_base") + 1),
-                      F.col("f_valid"), when=F.col("_v2")),
+        *summary_spec(col("f_base"), col("f_last"), col("f_epoch"), col("f_crc"),
+                      F.coalesce(col("f_count"), col("f_last") - col("f_base") + 1),
+                      col("f_valid"), when=col("_v2")),
         *item_spec(),
     ])
-    return aggregated.select(*[F.col(c).cast(types[c]).alias(c) for c in SCAN_COLUMNS])
+    return aggregated.select(*[col(c).cast(types[c]).alias(c) for c in SCAN_COLUMNS])
 
 
 def _types() -> dict[str, str]:
@@ -169,9 +163,9 @@ def split_scan(scan: DataFrame, files: DataFrame, per_batch: bool = False) -> Sc
     accounting = scan.groupBy("file_id").agg(
         *[F.sum(c).cast(LongType()).alias(c) for c in ("lines", "lines_parsed", "lines_skipped", "lines_quarantined")])
     f = files.select("file_id", "rel", "snapshot", "broker", "topic", "partition")
-    shown = shown_line(F.col("e_kind"), F.col("e_meta"), F.col("i_length"), F.col("i_clean") == 1,
-                       g.header_path(F.col("e_meta")), F.col("i_base"), F.col("i_last"), F.col("i_epoch"),
-                       F.col("i_crc"), F.col("i_valid").cast("boolean"), F.col("i_min_offset"), F.col("i_number"))
+    shown = shown_line(col("e_kind"), col("e_meta"), col("i_length"), col("i_clean") == 1,
+                       g.header_path(col("e_meta")), col("i_base"), col("i_last"), col("i_epoch"),
+                       col("i_crc"), col("i_valid").cast("boolean"), col("i_min_offset"), col("i_number"))
     per_section = scan.groupBy("file_id", "sec").agg(
         F.max("sec_line").alias("sec_line"), F.max("skind").alias("skind"), F.max("h_topic").alias("h_topic"),
         F.max("h_partition").alias("h_partition"), F.max("header_base").alias("header_base"),
@@ -179,29 +173,29 @@ def split_scan(scan: DataFrame, files: DataFrame, per_batch: bool = False) -> Sc
         F.sum("batch_lines").alias("batch_lines"))
     placed = per_section.join(f, "file_id").transform(with_replica)
     problems = placed.select("file_id", "sec", "section_problem")
-    errors = scan.filter(F.col("item_kind") == "E").join(f, "file_id").join(problems, ["file_id", "sec"], "left").select(
-        "snapshot", "broker", F.col("rel").alias("file"), F.col("item").alias("line_number"),
-        F.lit(None).cast(LongType()).alias("byte_offset"), shown.alias("line"),
-        F.when(F.col("error") == SECTION_PROBLEM, F.col("section_problem")).otherwise(F.col("error")).alias("error"))
-    in_log = ((F.col("skind_or_log") == "log") & F.col("section_problem").isNull() & F.col("r_topic").isNotNull())
+    errors = scan.filter(col("item_kind") == "E").join(f, "file_id").join(problems, ["file_id", "sec"], "left").select(
+        "snapshot", "broker", col("rel").alias("file"), col("item").alias("line_number"),
+        lit(None).cast(LongType()).alias("byte_offset"), shown.alias("line"),
+        F.when(col("error") == SECTION_PROBLEM, col("section_problem")).otherwise(col("error")).alias("error"))
+    in_log = ((col("skind_or_log") == "log") & col("section_problem").isNull() & col("r_topic").isNotNull())
     sections = placed.select(
-        "file_id", "sec", "snapshot", F.col("broker").alias("replica"), F.col("r_topic").alias("topic"),
-        F.col("r_partition").alias("partition"), F.col("rel").alias("file"), F.col("sec_line").alias("line_number"),
-        F.when(F.col("sec") > 0, F.coalesce(F.col("start_line_offset"), F.col("header_base")))
+        "file_id", "sec", "snapshot", col("broker").alias("replica"), col("r_topic").alias("topic"),
+        col("r_partition").alias("partition"), col("rel").alias("file"), col("sec_line").alias("line_number"),
+        F.when(col("sec") > 0, F.coalesce(col("start_line_offset"), col("header_base")))
         .alias("segment_base_offset"),
-        F.col("invalid_bytes").cast(LongType()).alias("invalid_bytes"), in_log.alias("in_log"),
-        (in_log & ((F.col("sec") > 0) | (F.col("batch_lines") > 0) | F.col("invalid_bytes").isNotNull()))
+        col("invalid_bytes").cast(LongType()).alias("invalid_bytes"), in_log.alias("in_log"),
+        (in_log & ((col("sec") > 0) | (col("batch_lines") > 0) | col("invalid_bytes").isNotNull()))
         .alias("is_segment"),
     )
     place = sections.select("file_id", "sec", "snapshot", "replica", "topic", "partition", "file")
-    summarised = scan.filter(F.col("win").isNotNull())
+    summarised = scan.filter(col("win").isNotNull())
     if per_batch:
-        alone = F.coalesce(F.col("item_kind") == "D", F.lit(False))
+        alone = F.coalesce(col("item_kind") == "D", lit(False))
         summarised = summarised.filter(~alone).select("file_id", "sec", "win", "epoch", "item_kind", *SUMMARY_VALUES) \
             .unionByName(summarised.filter(alone).groupBy("file_id", "sec", "win", "epoch").agg(*rollup([]))
-                         .select("*", F.lit(None).cast("string").alias("item_kind")))
+                         .select("*", lit(None).cast("string").alias("item_kind")))
     summaries = summarised.join(place, ["file_id", "sec"]).select(
-        *SUMMARY_KEY[:-1], F.coalesce(F.col("item_kind") == "T", F.lit(False)).alias("tail"), *SUMMARY_VALUES)
+        *SUMMARY_KEY[:-1], F.coalesce(col("item_kind") == "T", lit(False)).alias("tail"), *SUMMARY_VALUES)
     items = placed_items(scan, sections).select(
         "file_id", "sec", "item_kind", "item", "rel", "snapshot", "broker", "r_topic", "r_partition", *ITEM_VALUES)
     return ScanParts(accounting=accounting, errors=errors, sections=sections, summaries=summaries, items=items)
@@ -210,23 +204,9 @@ def split_scan(scan: DataFrame, files: DataFrame, per_batch: bool = False) -> Sc
 def scan_batches(scan: DataFrame) -> DataFrame:
     """The batch items of a ``per_batch`` scan's rows: every v2 batch line (``D`` and ``T``
     rows, as ``V`` items) and the old-format items, for :func:`pending_batches`."""
-    kind = F.col("item_kind")
+    kind = col("item_kind")
     return scan.filter(kind.isin("B", "R", "M", "V", "D", "T")).withColumn(
-        "item_kind", F.when(kind.isin("D", "T"), F.lit("V")).otherwise(kind))
-
-
-def placed_items(rows: DataFrame, sections: DataFrame) -> DataFrame:
-    """The pending items (``B``, ``R``, ``M``, ``V``) of scan rows with their section's place:
-    ``rel, snapshot, broker, r_topic, r_partition`` (what :func:`pending_batches` reads).
-
-    Args:
-        rows: scan rows (``file_id, sec, item_kind, ...``).
-        sections: ``file_id, sec, file, snapshot, replica, topic, partition`` (:class:`ScanParts`).
-    """
-    place = sections.select("file_id", "sec", F.col("file").alias("rel"), "snapshot",
-                            F.col("replica").alias("broker"), F.col("topic").alias("r_topic"),
-                            F.col("partition").alias("r_partition"))
-    return rows.filter(F.col("item_kind").isin("B", "R", "M", "V")).join(place, ["file_id", "sec"])
+        "item_kind", F.when(kind.isin("D", "T"), lit("V")).otherwise(kind))
 
 
 SUMMARY_VALUES = ("n", "records", "min_base", "max_base", "max_last", "crcless", "invalid",
@@ -240,12 +220,12 @@ def summarise_batches(batches: DataFrame) -> DataFrame:
     """Summary rows (:data:`SUMMARY_KEY`) of batch rows (``snapshot, replica, topic,
     partition, file, base_offset, last_offset, epoch, crc, record_count, is_valid``, and
     ``file_id, sec`` when they have them)."""
-    extra = [F.lit(None).cast("int").alias(c) if c == "file_id" else F.lit(0).alias(c)
-             for c in ("file_id", "sec") if c not in batches.columns] + [F.lit(False).alias("tail")]
-    keyed = batches.select("*", *extra, window_of(F.col("base_offset")).alias("win"))
+    extra = [lit(None).cast("int").alias(c) if c == "file_id" else lit(0).alias(c)
+             for c in ("file_id", "sec") if c not in batches.columns] + [lit(False).alias("tail")]
+    keyed = batches.select("*", *extra, window_of(col("base_offset")).alias("win"))
     return keyed.groupBy(*SUMMARY_KEY).agg(
-        *summary_aggregates(F.col("base_offset"), F.col("last_offset"), F.col("epoch"), F.col("crc"),
-                            F.col("record_count"), F.col("is_valid"))
+        *summary_aggregates(col("base_offset"), col("last_offset"), col("epoch"), col("crc"),
+                            col("record_count"), col("is_valid"))
     ).select(*SUMMARY_KEY, *SUMMARY_VALUES)
 
 

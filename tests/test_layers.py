@@ -1,0 +1,122 @@
+"""The package's structure: no import cycle among its modules (imports inside functions
+counted), and the auditor leaves the process it runs in as it found it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import grimp
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cycles(graph: grimp.ImportGraph, modules: set[str]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(modules):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.find_modules_directly_imported_by(root) & modules)))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+            elif child not in index:
+                index[child] = low[child] = counter
+                counter += 1
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child) & modules))))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return found
+
+
+def test_no_module_of_the_package_is_in_an_import_cycle() -> None:
+    graph = grimp.build_graph("auditor", cache_dir=None)
+    modules = set(graph.modules)
+    assert len(modules) > 50 and "auditor.engine.stages" in modules
+    assert _cycles(graph, modules) == []
+    # (the check finds a cycle made of an import inside a function)
+    graph.add_import(importer="auditor.ingest.dumps", imported="auditor.engine.stages")
+    assert any("auditor.ingest.dumps" in c for c in _cycles(graph, modules))
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_the_python_api_patches_nothing_in_the_process(tmp_path: Path) -> None:
+    """A notebook that already has a session follows the README's Python API: every
+    function of PySpark and py4j it used before is the same object after."""
+    from auditor.simulator import simulate
+
+    simulate(str(tmp_path / "snap"), topics=1, partitions=1, batches=5, seed=3, faults="unclean-election")
+    code = textwrap.dedent(f"""
+        import py4j.java_gateway, py4j.clientserver
+        import pyspark.sql.functions.builtin as builtin
+        import pyspark.sql.classic.column as classic_column
+        import pyspark.sql.column as column
+        import pyspark.sql.functions as functions
+        import pyspark.sql.utils as utils
+        from pyspark.sql import SparkSession, DataFrame
+        def watched():
+            found = {{}}
+            for owner, names in ((builtin, ["_get_jvm_function", "_invoke_function", "col", "lit"]),
+                                 (classic_column, ["_to_seq", "_create_column_from_name", "_to_java_column"]),
+                                 (classic_column.Column, ["cast", "try_cast", "__getattr__", "alias"]),
+                                 (column.Column, ["cast", "try_cast"]),
+                                 (functions, ["col", "when", "max"]),
+                                 (utils, ["get_active_spark_context"]),
+                                 (py4j.java_gateway.JVMView, ["__getattr__"]),
+                                 (py4j.java_gateway.JavaClass, ["__getattr__"]),
+                                 (py4j.clientserver.ClientServerConnection, ["send_command"]),
+                                 (DataFrame, ["select", "join"])):
+                for name in names:
+                    found[f"{{owner.__name__}}.{{name}}"] = owner.__dict__.get(name, getattr(owner, name, None))
+            missing = sorted(k for k, v in found.items() if v is None)
+            assert not missing, missing
+            return found
+        spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+                 .config("spark.sql.shuffle.partitions", "1").getOrCreate())
+        before = watched()
+        import auditor
+        from auditor.spark import build_session
+        assert build_session() is spark
+        snap = auditor.load_snapshot(spark, {str(tmp_path / "snap")!r})
+        tables = auditor.audit(snap)
+        print("findings", tables["findings"].count())
+        after = watched()
+        changed = sorted(k for k in before if before[k] is not after[k])
+        print("watched", len(before), "changed", changed)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "changed []" in done.stdout, done.stdout
+    watched = int(done.stdout.split("watched ")[1].split()[0])
+    findings = int(done.stdout.split("findings ")[1].split()[0])
+    assert watched >= 20 and findings > 0, done.stdout
