@@ -24,10 +24,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructField, StructType
 
+from auditor import columns as F
 from auditor.columns import col, lit
 from auditor.frames import LOCAL_BYTES, local_frame, union_tree
 from auditor.policy import Plan

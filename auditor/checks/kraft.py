@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
+from auditor import columns as F
 from auditor.checks.rows import Kind, finding, findings
 from auditor.columns import col, lit
 from auditor.frames import union_all

@@ -18,8 +18,8 @@ from datetime import date, datetime
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
 
+from auditor import columns as F
 from auditor.checks.rows import Kind, finding, findings, s
 from auditor.columns import col, lit
 from auditor.sinks.history import History

@@ -4,8 +4,8 @@ checkpoints."""
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, Window
-from pyspark.sql import functions as F
 
+from auditor import columns as F
 from auditor.checks.rows import (
     KEY,
     PARTITION,

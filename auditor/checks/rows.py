@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
 
+from auditor import columns as F
 from auditor.columns import col, lit
 from auditor.registry import SEVERITY_RANK
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
+from auditor import columns as F
 from auditor.checks.rows import severity_name, severity_rank
 from auditor.columns import col, lit
 from auditor.ingest.kraft import is_kraft

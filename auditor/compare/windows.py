@@ -13,8 +13,8 @@ do (:func:`floor_windows`), in the windows that hold those offsets.
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
 
+from auditor import columns as F
 from auditor.columns import col, lit
 from auditor.semantics.eoe import ENTRY, eoe, latest_epoch
 from auditor.semantics.truncation import kip101_offset, least_strict

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
+from auditor import columns as F
 from auditor.checks import status
 from auditor.checks.overtime import current_observations, previous_observations
 from auditor.checks.pairs import build_pairs, compared_sides, truncations

@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import date, datetime
 
 from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from auditor import columns as F
 from auditor.checks.pairs import follower_status
 from auditor.columns import col, lit
 from auditor.config import Config
@@ -21,7 +21,7 @@ PARTITION = ["snapshot", "topic", "partition"]
 
 def conform(df: DataFrame, schema: StructType) -> DataFrame:
     """Select ``schema``'s columns in order, each cast to its declared type."""
-    return df.select(*[col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
+    return df.select(*[col(f.name).cast(f.dataType.simpleString()).alias(f.name) for f in schema.fields])
 
 
 def with_run_columns(df: DataFrame, run_id: str, cluster: str, audit_time: datetime) -> DataFrame:

@@ -14,8 +14,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
-from pyspark.sql import functions as F
 
+from auditor import columns as F
 from auditor.columns import col
 from auditor.ingest.discovery import InputFile
 from auditor.ingest.dump_items import batch_items, pending_batches, placed_items

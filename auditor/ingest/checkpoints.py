@@ -23,9 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, Window
-from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, LongType, StringType
 
+from auditor import columns as F
 from auditor.columns import col, lit
 from auditor.ingest.discovery import LEADER_EPOCH
 from auditor.ingest.lines import PLACE as FILE_PLACE
@@ -81,13 +80,13 @@ def judge_checkpoints(contents: DataFrame) -> DataFrame:
     """
     # (each line is tested on its own: one regular expression over a whole file of thousands
     # of entries recurses once per entry in Java's matcher and overflows its stack)
-    text = col("content").cast(StringType())
+    text = col("content").cast("string")
     rows = contents.select("*", F.split(F.regexp_replace(text, r"\n\z", ""), "\n").alias("L"))
     L = col("L")
     entries = F.slice(L, 3, F.greatest(F.size(L), lit(1)))
     fast = F.coalesce(
         (F.get(L, 0) == "0") & F.get(L, 1).rlike(COUNT_LINE)
-        & (F.size(L) - 2 == F.get(L, 1).try_cast(IntegerType()))
+        & (F.size(L) - 2 == F.get(L, 1).try_cast("int"))
         & F.when(col("kind") == LEADER_EPOCH, F.forall(entries, lambda x: x.rlike(EPOCH_ENTRY)))
         .otherwise(F.forall(entries, lambda x: x.rlike(OFFSETS_ENTRY))),
         lit(False))
@@ -109,27 +108,27 @@ def _with_fast(slow: ParsedCheckpoints, fast: DataFrame) -> ParsedCheckpoints:
     ``L``, the file's lines): every file usable, its first two lines skipped, the others
     entries."""
     L = col("L")
-    n = F.size(L).cast(LongType())
+    n = F.size(L).cast("bigint")
     entry = fast.select(*[c for c in fast.columns if c != "L"],
                         F.posexplode(F.slice(L, 3, F.size(L))).alias("pos", "e"))
     fields = F.split(col("e"), " ")
     is_epoch = col("kind") == LEADER_EPOCH
     entries = entry.select(
-        "file_id", "kind", "snapshot", "broker", "log_dir", "rel", (col("pos") + 3).cast(LongType()).alias("line_number"),
+        "file_id", "kind", "snapshot", "broker", "log_dir", "rel", (col("pos") + 3).cast("bigint").alias("line_number"),
         F.when(is_epoch, col("topic")).otherwise(F.get(fields, 0)).alias("topic"),
-        F.when(is_epoch, col("partition")).otherwise(F.get(fields, 1).cast(IntegerType())).alias("partition"),
-        F.when(is_epoch, F.get(fields, 0).cast(IntegerType())).alias("epoch"),
-        F.when(is_epoch, F.get(fields, 1)).otherwise(F.get(fields, 2)).cast(LongType()).alias("offset"),
+        F.when(is_epoch, col("partition")).otherwise(F.get(fields, 1).cast("int")).alias("partition"),
+        F.when(is_epoch, F.get(fields, 0).cast("int")).alias("epoch"),
+        F.when(is_epoch, F.get(fields, 1)).otherwise(F.get(fields, 2)).cast("bigint").alias("offset"),
     )
     verdicts = fast.select("file_id", "kind", "snapshot", "broker", "log_dir", "topic", "partition", "rel",
-                           lit(True).alias("usable"), lit(None).cast(StringType()).alias("reason"))
+                           lit(True).alias("usable"), lit(None).cast("string").alias("reason"))
     lines = fast.select("file_id", "snapshot", "broker", "rel", F.posexplode(L).alias("pos", "t")).select(
-        "file_id", (col("pos") + 1).cast(LongType()).alias("line_number"),
+        "file_id", (col("pos") + 1).cast("bigint").alias("line_number"),
         F.when(col("pos") < 2, lit("skipped")).otherwise(lit("parsed")).alias("disposition"),
-        lit(None).cast(StringType()).alias("error"), F.substring(col("t"), 1, 200).alias("shown"),
+        lit(None).cast("string").alias("error"), F.substring(col("t"), 1, 200).alias("shown"),
         "snapshot", "broker", "rel")
-    counts = fast.select("file_id", n.alias("lines"), (n - 2).alias("lines_parsed"), lit(2).cast(LongType())
-                         .alias("lines_skipped"), lit(0).cast(LongType()).alias("lines_quarantined"))
+    counts = fast.select("file_id", n.alias("lines"), (n - 2).alias("lines_parsed"), lit(2).cast("bigint")
+                         .alias("lines_skipped"), lit(0).cast("bigint").alias("lines_quarantined"))
     return ParsedCheckpoints(
         entries=slow.entries.unionByName(entries), files=slow.files.unionByName(verdicts),
         lines=slow.lines.unionByName(lines), counts=slow.counts.unionByName(counts), quarantined=slow.quarantined)
@@ -145,20 +144,20 @@ def _parse_lines(numbered: DataFrame, files: DataFrame) -> ParsedCheckpoints:
     topic_re = r"^[A-Za-z0-9._-]+$"
     entry_ok = F.when(
         is_epoch,
-        (n_fields == 2) & F.get(fields, 0).try_cast(IntegerType()).isNotNull()
-        & F.get(fields, 1).try_cast(LongType()).isNotNull(),
+        (n_fields == 2) & F.get(fields, 0).try_cast("int").isNotNull()
+        & F.get(fields, 1).try_cast("bigint").isNotNull(),
     ).otherwise(
-        (n_fields == 3) & F.get(fields, 0).rlike(topic_re) & F.get(fields, 1).try_cast(IntegerType()).isNotNull()
-        & F.get(fields, 2).try_cast(LongType()).isNotNull()
+        (n_fields == 3) & F.get(fields, 0).rlike(topic_re) & F.get(fields, 1).try_cast("int").isNotNull()
+        & F.get(fields, 2).try_cast("bigint").isNotNull()
     )
     # SPEC 8: values Kafka never writes (an epoch in [0, 2^31 - 1], an offset in
     # [0, 2^63 - 1]) make the entry malformed, and with it the file.
     number = r"^[+-]?\d+$"
     epoch_text, offset_text = F.get(fields, 0), F.when(is_epoch, F.get(fields, 1)).otherwise(F.get(fields, 2))
     entry_problem = (
-        F.when(is_epoch & epoch_text.rlike(number) & ~(epoch_text.try_cast(IntegerType()) >= 0).eqNullSafe(True),
+        F.when(is_epoch & epoch_text.rlike(number) & ~(epoch_text.try_cast("int") >= 0).eqNullSafe(True),
                lit("an epoch outside [0, 2^31 - 1]"))
-        .when((n_fields >= 2) & offset_text.rlike(number) & ~(offset_text.try_cast(LongType()) >= 0).eqNullSafe(True),
+        .when((n_fields >= 2) & offset_text.rlike(number) & ~(offset_text.try_cast("bigint") >= 0).eqNullSafe(True),
               lit("an offset outside [0, 2^63 - 1]"))
     )
     entry_ok = entry_ok & entry_problem.isNull()
@@ -184,12 +183,12 @@ def _parse_lines(numbered: DataFrame, files: DataFrame) -> ParsedCheckpoints:
             "unrecognised checkpoint version %s (expected 0)", F.substring("version", 1, 40)))
         .when(col("count_text").isNull(), lit(None))
         # (Kafka reads the count as an int: digits beyond a long are no number here either)
-        .when(~col("count_text").rlike(r"^\d+$") | col("count_text").try_cast(LongType()).isNull(),
+        .when(~col("count_text").rlike(r"^\d+$") | col("count_text").try_cast("bigint").isNull(),
               lit("entry count line is not a number"))
         .when(col("bad_line").isNotNull() & col("bad_why").isNotNull(), F.format_string(
             "malformed entry on line %d: %s, a value Kafka never writes", col("bad_line"), col("bad_why")))
         .when(col("bad_line").isNotNull(), F.format_string("malformed entry on line %d", col("bad_line")))
-        .when(col("count_text").try_cast(LongType()) != col("n_entries"), F.format_string(
+        .when(col("count_text").try_cast("bigint") != col("n_entries"), F.format_string(
             "expected %s entries but found %d", col("count_text"), col("n_entries")))
     )
     verdicts = files.join(per_file.select("file_id", reason.alias("reason")), "file_id", "left").select(
@@ -212,10 +211,10 @@ def _parse_lines(numbered: DataFrame, files: DataFrame) -> ParsedCheckpoints:
         "file_id", "kind", "snapshot", "broker", "log_dir", "rel", "line_number",
         F.when(col("kind") == LEADER_EPOCH, col("topic")).otherwise(F.get(col("fields"), 0)).alias("topic"),
         F.when(col("kind") == LEADER_EPOCH, col("partition"))
-        .otherwise(F.get(col("fields"), 1).try_cast(IntegerType())).alias("partition"),
-        F.when(col("kind") == LEADER_EPOCH, F.get(col("fields"), 0).try_cast(IntegerType())).alias("epoch"),
+        .otherwise(F.get(col("fields"), 1).try_cast("int")).alias("partition"),
+        F.when(col("kind") == LEADER_EPOCH, F.get(col("fields"), 0).try_cast("int")).alias("epoch"),
         F.when(col("kind") == LEADER_EPOCH, F.get(col("fields"), 1))
-        .otherwise(F.get(col("fields"), 2)).try_cast(LongType()).alias("offset"),
+        .otherwise(F.get(col("fields"), 2)).try_cast("bigint").alias("offset"),
     )
     return ParsedCheckpoints(entries=entries, files=verdicts, lines=dispositions, counts=line_counts(dispositions),
                              quarantined=dispositions.filter(col("disposition") == "quarantined"))

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, IntegerType
 
+from auditor import columns as F
 from auditor.columns import col, lit
 
 
@@ -37,7 +37,7 @@ def _value(t: Column, key: str, pattern: str = r"\S*") -> Column:
 def _ids(value: Column) -> Column:
     """``'1,2,3'`` -> ``[1, 2, 3]``; ``''`` -> ``[]``; null stays null."""
     return F.when(value.isNull(), lit(None).cast(ArrayType(IntegerType()))).otherwise(
-        F.filter(F.transform(F.split(value, ","), lambda x: F.trim(x).try_cast(IntegerType())), lambda x: x.isNotNull()))
+        F.filter(F.transform(F.split(value, ","), lambda x: F.trim(x).try_cast("int")), lambda x: x.isNotNull()))
 
 
 def _as_set(name: str) -> Column:
@@ -91,14 +91,14 @@ def judge_describe(numbered: DataFrame, files: DataFrame) -> DataFrame:
     )
     lines = lines.select("*", kind.alias("kind"))
     part = col("kind") == "partition"
-    leader = F.when(leader_text.isin("none", "-1"), lit(None)).otherwise(leader_text).cast(IntegerType())
+    leader = F.when(leader_text.isin("none", "-1"), lit(None)).otherwise(leader_text).cast("int")
     elr = _value(col("t"), "Elr", r"[\d,]*")
     return lines.select(
         "file_id", "line_number", "snapshot", "broker", "rel", "kind",
         F.substring(col("t"), 1, 300).alias("shown"),
         F.when(part | (col("kind") == "topic"), F.regexp_extract(col("t"), r"(?:^|\s)Topic:\s*(\S+)", 1))
         .alias("topic"),
-        F.when(part, F.regexp_extract(col("t"), r"(?:^|\s)Partition:\s*(\d+)", 1).try_cast(IntegerType()))
+        F.when(part, F.regexp_extract(col("t"), r"(?:^|\s)Partition:\s*(\d+)", 1).try_cast("int"))
         .alias("partition"),
         F.when(part, leader).alias("leader"),
         F.when(part, _ids(_value(col("t"), "Replicas", r"[\d,]*"))).alias("replicas"),

@@ -5,9 +5,8 @@ line, its section's flags, and the line tests the owners of record lines need.""
 from __future__ import annotations
 
 from pyspark.sql import Column
-from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType
 
+from auditor import columns as F
 from auditor.columns import lit
 from auditor.ingest import dump_grammar as g
 
@@ -40,7 +39,7 @@ def section_code(header: Column | None, topic: Column, partition: Column) -> Col
     """A section's flags (:data:`IN_LOG`, :data:`PROBLEM`) from its header line (None: the
     lines before any header) and the file's folder ``topic``, ``partition``."""
     if header is None:
-        return section_flags(lit(True), lit(None).cast(StringType()), lit(None), topic, partition)
+        return section_flags(lit(True), lit(None).cast("string"), lit(None), topic, partition)
     path = g.header_path(g.stripped(header))
     h_topic, h_part = g.header_topic_partition(path)
     return section_flags(g.section_kind(path) == "log", h_topic, h_part, topic, partition)
@@ -53,7 +52,7 @@ def section_flags(in_log: Column, h_topic: Column, h_partition: Column, topic: C
     conflict = g.header_conflict(h_topic, h_partition, topic, partition)
     problem = conflict | F.coalesce(h_topic, topic).isNull()
     return (F.when(in_log, lit(IN_LOG)).otherwise(lit(0)) + F.when(problem, lit(PROBLEM)).otherwise(lit(0))
-            ).cast(LongType())
+            ).cast("bigint")
 
 
 # --- the line tests used inside array functions (a cheap prefix test guards the exact one) ---

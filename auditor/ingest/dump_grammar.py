@@ -29,9 +29,8 @@ import re
 from functools import reduce
 
 from pyspark.sql import Column
-from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, LongType
 
+from auditor import columns as F
 from auditor.columns import lit
 
 INT = r"-?\d+"
@@ -135,18 +134,18 @@ def tokens(meta: Column) -> Column:
 def field_text(toks: Column, name: str) -> Column:
     """The token after the first ``name:`` token of ``toks`` (:func:`tokens`); null when the
     field is absent or empty (two spaces, or a line cut after the name)."""
-    value = F.get(toks, F.array_position(toks, f"{name}:").cast(IntegerType()))
+    value = F.get(toks, F.array_position(toks, f"{name}:").cast("int"))
     return F.nullif(value, lit(""))
 
 
 def field_long(fields: Column, name: str) -> Column:
     """A numeric field as BIGINT (null when absent or not a number)."""
-    return field_text(fields, name).try_cast(LongType())
+    return field_text(fields, name).try_cast("bigint")
 
 
 def field_int(fields: Column, name: str) -> Column:
     """A numeric field as INT (null when absent or not a number)."""
-    return field_text(fields, name).try_cast(IntegerType())
+    return field_text(fields, name).try_cast("int")
 
 
 def field_bool(fields: Column, *names: str) -> Column:
@@ -177,13 +176,13 @@ def header_topic_partition(path: Column) -> tuple[Column, Column]:
     pattern = r"(?:^|[/\\])([^/\\]+)-(\d+)[/\\][^/\\]+$"
     topic = F.regexp_extract(path, pattern, 1)
     part = F.regexp_extract(path, pattern, 2)
-    return F.when(topic != "", topic), F.when(part != "", part.try_cast(IntegerType()))
+    return F.when(topic != "", topic), F.when(part != "", part.try_cast("int"))
 
 
 def header_base_offset(path: Column) -> Column:
     """Segment base offset from the file name of a header path (``000...123.log`` -> 123)."""
     value = F.regexp_extract(path, r"(?:^|[/\\])(\d+)\.[^/\\]*$", 1)
-    return F.when(value != "", value.try_cast(LongType()))
+    return F.when(value != "", value.try_cast("bigint"))
 
 
 #: Metadata field names of kafka-dump-log.sh lines (KAFKA-FORMATS.md), the only words a

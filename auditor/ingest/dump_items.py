@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
-from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, LongType
 
+from auditor import columns as F
 from auditor.columns import col, lit
 from auditor.frames import aggregate_specs
 from auditor.ingest import dump_grammar as g
@@ -63,20 +62,20 @@ def item_spec() -> list[tuple[str, Callable[[Column], Column], Column]]:
         ("i_line", F.min, only(col("line_number"))),
         ("i_min_offset", F.min, only(col("f_offset"))),
         ("i_max_offset", F.max, only(col("f_offset"))),
-        ("i_v2", F.max, only((col("kind") == "batch_v2").cast(IntegerType()))),
+        ("i_v2", F.max, only((col("kind") == "batch_v2").cast("int"))),
         ("i_base", F.max, only(col("f_base"))),
         ("i_last", F.max, only(col("f_last"))),
         ("i_count", F.max, only(col("f_count"))),
         ("i_epoch", F.max, only(col("f_epoch"))),
         ("i_crc", F.max, only(col("f_crc"))),
-        ("i_valid", F.min, only(col("f_valid").cast(IntegerType()))),
-        ("i_control", F.max, only(col("f_control").cast(IntegerType()))),
-        ("i_txn", F.max, only(col("f_txn").cast(IntegerType()))),
+        ("i_valid", F.min, only(col("f_valid").cast("int"))),
+        ("i_control", F.max, only(col("f_control").cast("int"))),
+        ("i_txn", F.max, only(col("f_txn").cast("int"))),
         ("i_magic", F.max, only(col("f_magic"))),
         ("i_number", F.max, only(col("f_number"))),
         ("i_length", F.max, only(col("e_length"))),
-        ("i_clean", F.max, only(col("e_clean").cast(IntegerType()))),
-        ("i_compressed", F.max, only((~col("f_codec").isin(*UNCOMPRESSED)).cast(IntegerType()))),
+        ("i_clean", F.max, only(col("e_clean").cast("int"))),
+        ("i_compressed", F.max, only((~col("f_codec").isin(*UNCOMPRESSED)).cast("int"))),
     ]
 
 
@@ -155,8 +154,8 @@ def pending_batches(items: DataFrame, sections: DataFrame, extra: Sequence[str] 
         *key, "rel", "snapshot", "broker", "r_topic", "r_partition",
         col("i_line").alias("line_number"), col("i_line").alias("pos"),
         col("i_min_offset").alias("base_offset"), col("i_max_offset").alias("last_offset"),
-        lit(-1).alias("epoch"), lit(None).cast(LongType()).alias("crc"),
-        col("i_lines").cast(LongType()).alias("count_known"), col("i_valid").cast("boolean").alias("is_valid"),
+        lit(-1).alias("epoch"), lit(None).cast("bigint").alias("crc"),
+        col("i_lines").cast("bigint").alias("count_known"), col("i_valid").cast("boolean").alias("is_valid"),
         lit(None).cast("boolean").alias("is_control"), lit(None).cast("boolean").alias("is_transactional"),
         col("i_magic").alias("magic"), col("i_compressed").cast("boolean").alias("compressed"),
         lit("rebuilt").alias("origin"),
@@ -173,8 +172,8 @@ def pending_batches(items: DataFrame, sections: DataFrame, extra: Sequence[str] 
     return both.withColumn("base_offset", base).select(
         "snapshot", "broker", col("r_topic").alias("topic"), col("r_partition").alias("partition"),
         col("rel").alias("file"), "line_number", "sec", "base_offset", "last_offset",
-        col("epoch").cast(IntegerType()).alias("epoch"), "crc",
-        F.coalesce(col("count_known"), col("last_offset") - col("base_offset") + 1).cast(LongType())
+        col("epoch").cast("int").alias("epoch"), "crc",
+        F.coalesce(col("count_known"), col("last_offset") - col("base_offset") + 1).cast("bigint")
         .alias("record_count"),
         "is_valid", "is_control", "is_transactional", "magic", "origin", *extra,
     )

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType
 
+from auditor import columns as F
 from auditor.columns import col, lit
 from auditor.ingest import dump_grammar as g
 
@@ -89,8 +89,8 @@ def classified_lines(lines: DataFrame, files: DataFrame, all_fields: bool = Fals
             F.when(kind.isin("segment_start", "invalid_bytes"),
                    F.regexp_extract(t, r"(?:^(?:Log s|S)tarting offset: |^Found )(\d+)", 1)).alias("_num"),
         )
-        .withColumn("f_offset", F.when(col("_off") != "", col("_off").try_cast(LongType())))
-        .withColumn("f_number", F.when(col("_num") != "", col("_num").try_cast(LongType())))
+        .withColumn("f_offset", F.when(col("_off") != "", col("_off").try_cast("bigint")))
+        .withColumn("f_number", F.when(col("_num") != "", col("_num").try_cast("bigint")))
         .select("*", *[col(f"_extra.{c}").alias(c) for c in _EXTRA_FIELDS])
         .drop("_off", "_num", "_extra")
     )

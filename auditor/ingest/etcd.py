@@ -37,8 +37,8 @@ from datetime import datetime
 from pathlib import Path
 
 from pyspark.sql import SparkSession, Window
-from pyspark.sql import functions as F
 
+from auditor import columns as F
 from auditor.columns import col, lit
 from auditor.errors import InputError
 from auditor.frames import local_frame

@@ -25,9 +25,9 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
-from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType
 
+from auditor import columns as F
 from auditor.columns import col, lit
 from auditor.frames import local_frame
 from auditor.ingest import discovery as d
@@ -88,7 +88,7 @@ def record_type(t: Column) -> Column:
 
 def _leader_id(t: Column) -> Column:
     value = F.regexp_extract(t, r"\sLeaderChange: \{.*?\"leaderId\":\s*(-?\d+)", 1)
-    return F.when(value != "", value.try_cast(IntegerType()))
+    return F.when(value != "", value.try_cast("int"))
 
 
 def line_facts(lines: DataFrame) -> DataFrame:
@@ -108,8 +108,8 @@ def line_facts(lines: DataFrame) -> DataFrame:
         snap = t.rlike(r"^Snapshot end offset: \d+, epoch: -?\d+$")
         return F.struct(
             F.when(t.startswith("Dumping "), g.header_path(t)).alias("path"),
-            F.when(snap, F.regexp_extract(t, r"offset: (\d+),", 1).try_cast(LongType())).alias("snap_o"),
-            F.when(snap, F.regexp_extract(t, r"epoch: (-?\d+)$", 1).try_cast(IntegerType())).alias("snap_e"),
+            F.when(snap, F.regexp_extract(t, r"offset: (\d+),", 1).try_cast("bigint")).alias("snap_o"),
+            F.when(snap, F.regexp_extract(t, r"epoch: (-?\d+)$", 1).try_cast("int")).alias("snap_e"),
             (t == "KRaft bootstrap snapshot").alias("boot"),
             batch.alias("is_batch"), record.alias("is_record"),
             F.when(batch, g.field_long(toks, "baseOffset")).alias("base_offset"),
@@ -117,7 +117,7 @@ def line_facts(lines: DataFrame) -> DataFrame:
             F.when(batch, g.field_int(toks, "partitionLeaderEpoch")).alias("epoch"),
             F.when(batch, g.field_long(toks, "crc")).alias("crc"),
             F.when(batch, g.field_bool(toks, "isControl")).alias("is_control"),
-            F.when(record, F.regexp_extract(t, r"^\|\s*offset: (-?\d+)", 1).try_cast(LongType())).alias("off"),
+            F.when(record, F.regexp_extract(t, r"^\|\s*offset: (-?\d+)", 1).try_cast("bigint")).alias("off"),
             F.when(record, record_type(t)).alias("rtype"),
             F.when(record, _leader_id(t)).alias("leader"))
 
@@ -350,7 +350,7 @@ def parse_quorum_state(lines: DataFrame, files: DataFrame) -> tuple[DataFrame, D
         "snapshot", "broker", "rel")
     # an empty file has no line to quarantine: it is a parse error of the file itself
     empty = verdict.filter(col("reason") == "empty quorum-state file").join(f, "file_id").select(
-        "file_id", lit(None).cast(LongType()).alias("line_number"), lit("quarantined").alias("disposition"),
+        "file_id", lit(None).cast("bigint").alias("line_number"), lit("quarantined").alias("disposition"),
         col("reason").alias("error"), lit("").alias("shown"), "snapshot", "broker", "rel")
     return rows, dispositions.unionByName(empty)
 
@@ -374,7 +374,7 @@ def parse_quorum_status(lines: DataFrame, files: DataFrame) -> tuple[DataFrame, 
     numeric = key.isin(*_STATUS_KEYS)
     error = (F.when(t == "", lit(None))
              .when(key == "", lit("not a 'Key: value' line of kafka-metadata-quorum.sh describe --status"))
-             .when(numeric & value.try_cast(LongType()).isNull(), F.format_string("%s is not an integer", key)))
+             .when(numeric & value.try_cast("bigint").isNull(), F.format_string("%s is not an integer", key)))
     per_line = lines.select("file_id", "line_number", t.alias("t"), key.alias("key"), value.alias("value"),
                             error.alias("error"))
     f = files

@@ -8,9 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, SparkSession, Window
-from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, IntegerType, LongType
 
+from auditor import columns as F
 from auditor.columns import col, lit
 from auditor.ingest import dump_grammar as g
 from auditor.ingest.discovery import InputFile
@@ -62,20 +61,20 @@ def large_file_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]]
         ["uri", "block_start", "mk"], "left")
     # (a line with no row in the table fails the run instead of being dropped by a filter)
     deep = F.coalesce(col("deep"), F.raise_error(F.concat(
-        lit("internal error: a line of a large file has no position: "), col("uri"))).cast(BooleanType()))
+        lit("internal error: a line of a large file has no position: "), col("uri"))).cast("boolean"))
     # (within one query both scans split the files alike; were they ever not, a line's
     # position would fall outside its split's, and the run fails instead of misnumbering)
     inside = (col("mono") >= col("first")) & (col("mono") < col("first") + col("n"))
     number = F.when(inside, col("mono") - col("first") + 1 + col("before")).otherwise(F.raise_error(
         F.concat(lit("internal error: a line of a large file is outside its split: "), col("uri")))
-        .cast(LongType())).alias("line_number")
+        .cast("bigint")).alias("line_number")
     numbered = keyed.select(listed_file_id().alias("file_id"), "text", "tails", "secs", deep.alias("deep"), number)
     # Both kinds of file read the same columns of the table (one broadcast, built once), and
     # each looks its lines up after the split (neither computes the other's). A file without
     # record lines is as read whole: no line needs the batch line it belongs to.
     shallow = _placed(numbered.filter(~col("deep")), tail_lines).select(
-        "*", lit(None).cast(LongType()).alias("owner"), lit(False).alias("owner_needs_records"),
-        lit(None).cast(BooleanType()).alias("known_prev"), lit(False).alias("file_has_legacy"))
+        "*", lit(None).cast("bigint").alias("owner"), lit(False).alias("owner_needs_records"),
+        lit(None).cast("boolean").alias("known_prev"), lit(False).alias("file_has_legacy"))
     return shallow.unionByName(_owners(_placed(numbered.filter(col("deep")), tail_lines)))
 
 
@@ -84,7 +83,7 @@ def _placed(numbered: DataFrame, tail_lines: int) -> DataFrame:
     looked up in its bucket's sections (``secs``)."""
     at = F.try_element_at(F.filter("secs", lambda x: x["start"] <= col("line_number")), lit(-1))
     found = numbered.select("file_id", "line_number", "text", (col("tails") & (
-        at["end"] - col("line_number") < tail_lines)).alias("tail"), at["sec"].cast(IntegerType()).alias("sec"),
+        at["end"] - col("line_number") < tail_lines)).alias("tail"), at["sec"].cast("int").alias("sec"),
         at["code"].alias("code"))
     code = col("code")
     return found.select("file_id", "line_number", "text", "sec", (code.bitwiseAND(lit(IN_LOG)) != 0).alias("in_log"),
@@ -105,7 +104,7 @@ def _positions(lines: DataFrame, listed: DataFrame) -> DataFrame:
                       h_topic.alias("t"), h_part.alias("p"))
     per_split = lines.groupBy("uri", "block_start").agg(
         F.count(lit(1)).alias("n"), F.min("mono").alias("first"),
-        F.max((is_record(x) | may_carry_payload(x)).cast(IntegerType())).alias("deep"),
+        F.max((is_record(x) | may_carry_payload(x)).cast("int")).alias("deep"),
         F.collect_list(F.when(is_header(x), header)).alias("h"))
     # (each step reads the one before it once: the aggregate over every line is computed once)
     in_file = Window.partitionBy("file_id").orderBy("block_start")
@@ -122,7 +121,7 @@ def _positions(lines: DataFrame, listed: DataFrame) -> DataFrame:
     topic, partition = col("topic"), col("partition")
     # the sections: the lines before the first header (from the file's first split), then
     # one per header; each row also carries its file's splits
-    before_any = F.struct(lit(1).cast(LongType()).alias("start"), lit(0).alias("o"),
+    before_any = F.struct(lit(1).cast("bigint").alias("start"), lit(0).alias("o"),
                           section_code(None, topic, partition).alias("code"))
     heads = F.transform("h", lambda x: F.struct(
         (x["m"] - col("first") + 1 + col("before")).alias("start"), lit(1).alias("o"),
@@ -176,7 +175,7 @@ def _owners(placed: DataFrame) -> DataFrame:
         F.last(F.when(col("_batch").isNotNull(), F.struct(
             "_batch", col("line_number").alias("line"), "_needs")), ignorenulls=True).over(running).alias("_g"),
         F.last("_known", ignorenulls=True).over(running).alias("known_prev"),
-        F.max(col("_legacy").cast(IntegerType())).over(Window.partitionBy("file_id")).alias("_any_legacy"),
+        F.max(col("_legacy").cast("int")).over(Window.partitionBy("file_id")).alias("_any_legacy"),
     )
     return carried.select(
         "file_id", "line_number", "text", "sec", "in_log", "has_problem", "tail",

@@ -23,18 +23,17 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 from py4j.protocol import Py4JError
 from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession, Window
-from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BinaryType,
     BooleanType,
     IntegerType,
-    LongType,
     StringType,
     StructField,
     StructType,
     TimestampType,
 )
 
+from auditor import columns as F
 from auditor.columns import col, lit
 from auditor.errors import InputError
 from auditor.frames import LOCAL_BYTES, LOCAL_ROWS, arrow_frame, local_frame, union_all
@@ -105,13 +104,13 @@ def read_small_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]]
 def split_lines(contents: DataFrame) -> DataFrame:
     """``file_id, line_number, text`` of :func:`file_contents` rows (``file_id, content``),
     split as :func:`read_small_files` says."""
-    value = col("content").cast(StringType())
+    value = col("content").cast("string")
     body = F.regexp_replace(value, r"(\r\n|\r|\n)\z", "")
     split = F.when(value == "", F.array().cast("array<string>")).otherwise(F.split(body, r"\r\n|\r|\n", -1))
     # (posexplode_outer and a filter: for posexplode Spark infers a filter on the array's
     # size and pushes it below the split, which splits every file again for the test)
     return contents.select("file_id", F.posexplode_outer(split).alias("pos", "text")).filter(
-        col("pos").isNotNull()).select("file_id", (col("pos") + 1).cast(LongType()).alias("line_number"), "text")
+        col("pos").isNotNull()).select("file_id", (col("pos") + 1).cast("bigint").alias("line_number"), "text")
 
 
 def file_contents(spark: SparkSession, files: Sequence[tuple[int, InputFile]], placed: bool = False, *,
@@ -325,7 +324,7 @@ def listed_file_id() -> Column:
     """``file_id`` after a left join on :func:`uri_table`; a row of a file the table does not
     list fails the run with a clear error instead of being dropped."""
     return F.coalesce(col("file_id"), F.raise_error(F.concat(
-        lit("internal error: Spark read a line of a file it did not list: "), col("uri"))).cast(IntegerType()))
+        lit("internal error: Spark read a line of a file it did not list: "), col("uri"))).cast("int"))
 
 
 def uri_to_path(uri: str) -> str:
@@ -371,7 +370,7 @@ def number_lines(df: DataFrame, fill: Sequence[str] = ()) -> DataFrame:
     running = in_file.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     return df.select(
         *df.columns,
-        F.row_number().over(in_file).cast(LongType()).alias("line_number"),
+        F.row_number().over(in_file).cast("bigint").alias("line_number"),
         *[F.last(c, ignorenulls=True).over(running).alias(f"{c}_ff") for c in fill],
     )
 

@@ -15,7 +15,6 @@ from functools import reduce
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import (
     IntegerType,
     LongType,
@@ -25,6 +24,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from auditor import columns as F
 from auditor.columns import col, lit
 from auditor.errors import InputError
 from auditor.frames import local_frame
@@ -83,7 +83,7 @@ def _validated(rows: DataFrame, name: str, columns: list[str]) -> DataFrame:
     checks = []
     typed = []
     for name, dtype in {**required, **optional}.items():
-        raw = col(name) if name in columns else lit(None).cast(StringType())
+        raw = col(name) if name in columns else lit(None).cast("string")
         value = _typed(raw, dtype)
         typed.append(value.alias(f"v_{name}"))
         present = raw.isNotNull() & (F.trim(raw) != "")
@@ -132,7 +132,7 @@ def _read_parquet(spark: SparkSession, files: list[tuple[int, str]], name: str) 
         local_path(col("_metadata.file_path")).alias("path"),
         (col("_metadata.row_index") + 1).alias("line_number"),
         F.to_json(F.struct(*[col(f"`{c}`") for c in cols])).alias("shown"),
-        *[col(f"`{c}`").cast(StringType()).alias(c) for c in cols],
+        *[col(f"`{c}`").cast("string").alias(c) for c in cols],
     ).join(F.broadcast(ids), "path").drop("path")
     return _validated(rows, name, cols)
 
@@ -221,7 +221,7 @@ def read_tables(spark: SparkSession, path: str, snapshot: str | None,
         F.max("v_high_watermark").alias("high_watermark"))
     md = tables["metadata"]
     ids = lambda c: F.when(col(c).isNull(), lit(None)).otherwise(  # noqa: E731
-        F.filter(F.transform(F.split(col(c), "[,; ]+"), lambda x: x.try_cast(IntegerType())),
+        F.filter(F.transform(F.split(col(c), "[,; ]+"), lambda x: x.try_cast("int")),
                  lambda x: x.isNotNull()))
     metadata = md.join(F.broadcast(rel_df), "file_id").select(
         col("v_snapshot").alias("snapshot"), col("v_topic").alias("topic"),

@@ -37,9 +37,8 @@ import re
 from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, LongType, StringType
 
+from auditor import columns as F
 from auditor.columns import col, lit
 from auditor.frames import local_frame
 from auditor.ingest import dump_grammar as g
@@ -163,14 +162,14 @@ def read_dump_lines(spark: SparkSession, files: Sequence[tuple[int, InputFile]],
 def _repeat_with_tail(code: Column, count: Column, tails: Column) -> Column:
     """``count`` copies of ``code``, the last :data:`TAIL_LINES` of them with :data:`_TAIL`
     when ``tails``."""
-    head = F.when(tails, F.greatest(count - TAIL_LINES, lit(0))).otherwise(count).cast(IntegerType())
-    return F.concat(F.array_repeat(code, head), F.array_repeat(code + lit(TAIL), (count - head).cast(IntegerType())))
+    head = F.when(tails, F.greatest(count - TAIL_LINES, lit(0))).otherwise(count).cast("int")
+    return F.concat(F.array_repeat(code, head), F.array_repeat(code + lit(TAIL), (count - head).cast("int")))
 
 
 def _whole_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]], tails: frozenset[int],
                  spill: str | None, narrow: bool) -> DataFrame:
     raw = load_paths(spark.read.format("binaryFile"), [f.path for _, f in files])
-    text = col("content").cast(StringType())
+    text = col("content").cast("string")
     # (``contains``, not ``instr``: Spark's ``instr`` compares the whole needle at every
     # position of the file; ``contains`` only where its first byte matches)
     pieces = F.when(text.contains("\r"), F.split(text, r"\r\n|\r|\n", -1)).otherwise(F.split(text, "\n", -1))
@@ -217,11 +216,11 @@ def _whole_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]], ta
     G, H = col("G"), col("H")
 
     def start(arr: Column, j: Column) -> Column:
-        return (F.try_element_at(arr, j) / 8).cast(IntegerType())
+        return (F.try_element_at(arr, j) / 8).cast("int")
 
     def length(arr: Column, j: Column) -> Column:
         nxt = F.coalesce(start(arr, j + 1), n + 1)
-        return F.greatest(nxt - start(arr, j), lit(0)).cast(IntegerType())
+        return F.greatest(nxt - start(arr, j), lit(0)).cast("int")
 
     def owner_code(j: Column) -> Column:
         code = F.try_element_at(G, j)
@@ -229,7 +228,7 @@ def _whole_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]], ta
         batch = (code % 8 == 2) | (code % 8 == 3)
         needs = F.when(batch & (k > 1) & col("has_records"), needs_records(F.try_element_at(L, s))).otherwise(
             lit(False))
-        value = F.when(batch, (s * 4).cast(LongType()) + 2 + needs.cast(LongType()))
+        value = F.when(batch, (s * 4).cast("bigint") + 2 + needs.cast("bigint"))
         return F.array_repeat(value, k)
 
     # a plain file has no record line: no line needs its owner
@@ -241,7 +240,7 @@ def _whole_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]], ta
     before = _repeat_with_tail(section_code(None, topic, partition), first_header - 1, col("tails"))
 
     def section(j: Column) -> Column:
-        code = section_code(F.try_element_at(L, start(H, j)), topic, partition) + j.cast(LongType())
+        code = section_code(F.try_element_at(L, start(H, j)), topic, partition) + j.cast("bigint")
         return _repeat_with_tail(code, length(H, j), col("tails"))
 
     sections = F.when(F.size(H) == 0, before).otherwise(
@@ -254,13 +253,13 @@ def _whole_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]], ta
     K = col("K")
 
     def known_run(j: Column) -> Column:
-        s = (F.try_element_at(K, j) / 2).cast(IntegerType())
-        nxt = F.coalesce((F.try_element_at(K, j + 1) / 2).cast(IntegerType()), n + 1)
-        return F.array_repeat(F.try_element_at(K, j) % 2 == 1, (nxt - s).cast(IntegerType()))
+        s = (F.try_element_at(K, j) / 2).cast("int")
+        nxt = F.coalesce((F.try_element_at(K, j + 1) / 2).cast("int"), n + 1)
+        return F.array_repeat(F.try_element_at(K, j) % 2 == 1, (nxt - s).cast("int"))
 
     lead = F.array_repeat(lit(None).cast("boolean"),
-                          (F.coalesce((F.try_element_at(K, lit(1)) / 2).cast(IntegerType()), n + 1) - 1)
-                          .cast(IntegerType()))
+                          (F.coalesce((F.try_element_at(K, lit(1)) / 2).cast("int"), n + 1) - 1)
+                          .cast("int"))
     known = F.when(F.size(K) > 0, F.concat(lead, F.flatten(F.transform(F.sequence(lit(1), F.size(K)), known_run))))
     zipped = F.arrays_zip(L.alias("text"), col("S").alias("s"), col("O").alias("o"),
                           F.coalesce(known, F.array().cast("array<boolean>")).alias("k"))
@@ -271,11 +270,11 @@ def _whole_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]], ta
         col("pos").isNotNull())
     s = col("z.s")
     return exploded.select(
-        "file_id", (col("pos") + 1).cast(LongType()).alias("line_number"), col("z.text").alias("text"),
-        s.bitwiseAND(lit(IN_LOG - 1)).cast(IntegerType()).alias("sec"),
+        "file_id", (col("pos") + 1).cast("bigint").alias("line_number"), col("z.text").alias("text"),
+        s.bitwiseAND(lit(IN_LOG - 1)).cast("int").alias("sec"),
         (s.bitwiseAND(lit(IN_LOG)) != 0).alias("in_log"), (s.bitwiseAND(lit(PROBLEM)) != 0).alias("has_problem"),
         (s.bitwiseAND(lit(TAIL)) != 0).alias("tail"),
-        (col("z.o") / 4).cast(LongType()).alias("owner"), (col("z.o") % 4 == 3).alias("owner_needs_records"),
+        (col("z.o") / 4).cast("bigint").alias("owner"), (col("z.o") % 4 == 3).alias("owner_needs_records"),
         col("z.k").alias("known_prev"), "file_has_legacy",
     )
 
@@ -283,4 +282,4 @@ def _whole_files(spark: SparkSession, files: Sequence[tuple[int, InputFile]], ta
 def _known_code(L: Column, i: Column) -> Column:
     t = g.stripped(F.try_element_at(L, i))
     known = is_known_payload(t, g.line_kind(t))
-    return F.when(known.isNotNull(), i * 2 + known.cast(IntegerType()))
+    return F.when(known.isNotNull(), i * 2 + known.cast("int"))

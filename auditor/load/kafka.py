@@ -16,7 +16,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import (
     IntegerType,
     LongType,
@@ -26,6 +25,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from auditor import columns as F
 from auditor.columns import col, lit
 from auditor.frames import local_frame
 from auditor.ingest import discovery as d
@@ -261,7 +261,7 @@ def _small_lines(cps: ParsedCheckpoints, lines: DataFrame) -> dict[str, DataFram
         "small_counts": cps.counts.unionByName(line_counts(lines.filter(col("line_number").isNotNull()))),
         "small_errors": cps.quarantined.unionByName(lines.filter(col("disposition") == "quarantined")).select(
             "snapshot", "broker", col("rel").alias("file"), "line_number",
-            F.when(col("line_number").isNull(), lit(0)).cast(LongType()).alias("byte_offset"),
+            F.when(col("line_number").isNull(), lit(0)).cast("bigint").alias("byte_offset"),
             col("shown").alias("line"), "error"),
     }
 

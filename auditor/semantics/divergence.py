@@ -8,8 +8,8 @@ batches, so comparing two replicas is an equi-join of their batches on ``base_of
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
+from auditor import columns as F
 from auditor.columns import col, lit
 
 PARTITION = ["snapshot", "topic", "partition"]

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, LongType
 
+from auditor import columns as F
 from auditor.columns import col, lit
 
 KEYS = ("snapshot", "topic", "partition", "replica")
@@ -23,8 +22,8 @@ def cache_arrays(cache: DataFrame, keys: Sequence[str] = KEYS) -> DataFrame:
     """One row per replica: ``entries`` (sorted by epoch) and ``log_end_offset``."""
     return cache.groupBy(*keys).agg(
         F.array_sort(F.collect_list(F.struct(
-            col("epoch").cast(IntegerType()).alias("epoch"),
-            col("start_offset").cast(LongType()).alias("start_offset"),
+            col("epoch").cast("int").alias("epoch"),
+            col("start_offset").cast("bigint").alias("start_offset"),
         ))).alias("entries"),
         F.max("log_end_offset").alias("log_end_offset"),
     )
@@ -61,7 +60,7 @@ def eoe(entries: Column, leo: Column, requested: Column) -> tuple[Column, Column
         .when(higher.isNull(), lit(-1))
         .otherwise(higher["start_offset"])
     )
-    return epoch.cast(IntegerType()), offset.cast(LongType())
+    return epoch.cast("int"), offset.cast("bigint")
 
 
 def end_offset_for(caches: DataFrame, requests: DataFrame) -> DataFrame:
@@ -80,5 +79,5 @@ def end_offset_for(caches: DataFrame, requests: DataFrame) -> DataFrame:
     keys = [k for k in KEYS if k in caches.columns and k in requests.columns]
     arrays = cache_arrays(caches, keys).withColumnRenamed("log_end_offset", "_leo")
     joined = requests.join(arrays, keys, "left")
-    epoch, offset = eoe(col("entries"), col("_leo"), col("requested_epoch").cast(IntegerType()))
+    epoch, offset = eoe(col("entries"), col("_leo"), col("requested_epoch").cast("int"))
     return joined.select(*[col(c) for c in requests.columns], epoch.alias("epoch"), offset.alias("end_offset"))

@@ -14,8 +14,8 @@ protocol (:mod:`auditor.semantics.truncation`): one ``aggregate`` over at most 6
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
 
+from auditor import columns as F
 from auditor.columns import col, lit
 from auditor.semantics.eoe import ENTRY, eoe, latest_epoch
 from auditor.semantics.truncation import MAX_ROUNDS, RESULT_COLUMNS, ROUND, candidate_floors, let

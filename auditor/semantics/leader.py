@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, Window
-from pyspark.sql import functions as F
 
+from auditor import columns as F
 from auditor.columns import col, lit
 
 PARTITION = ["snapshot", "topic", "partition"]

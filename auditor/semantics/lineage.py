@@ -7,8 +7,8 @@ All functions are DataFrame -> DataFrame over the parsed snapshot; a replica is
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, Window
-from pyspark.sql import functions as F
 
+from auditor import columns as F
 from auditor.columns import col, lit
 
 REPLICA = ["snapshot", "topic", "partition", "replica"]

@@ -15,8 +15,8 @@ other replicas, and KRaft's metadata log, are read batch by batch (:mod:`auditor
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F
 
+from auditor import columns as F
 from auditor.columns import col, lit
 from auditor.ingest.kraft import is_kraft
 from auditor.summarise.digest import DIGEST_SUMS, digest, is_chain, rollup

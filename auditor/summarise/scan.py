@@ -23,9 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql.types import LongType
 
+from auditor import columns as F
 from auditor.columns import col, lit
 from auditor.frames import aggregate_specs
 from auditor.ingest import dump_grammar as g
@@ -161,7 +160,7 @@ def split_scan(scan: DataFrame, files: DataFrame, per_batch: bool = False) -> Sc
             window's summary.
     """
     accounting = scan.groupBy("file_id").agg(
-        *[F.sum(c).cast(LongType()).alias(c) for c in ("lines", "lines_parsed", "lines_skipped", "lines_quarantined")])
+        *[F.sum(c).cast("bigint").alias(c) for c in ("lines", "lines_parsed", "lines_skipped", "lines_quarantined")])
     f = files.select("file_id", "rel", "snapshot", "broker", "topic", "partition")
     shown = shown_line(col("e_kind"), col("e_meta"), col("i_length"), col("i_clean") == 1,
                        g.header_path(col("e_meta")), col("i_base"), col("i_last"), col("i_epoch"),
@@ -175,7 +174,7 @@ def split_scan(scan: DataFrame, files: DataFrame, per_batch: bool = False) -> Sc
     problems = placed.select("file_id", "sec", "section_problem")
     errors = scan.filter(col("item_kind") == "E").join(f, "file_id").join(problems, ["file_id", "sec"], "left").select(
         "snapshot", "broker", col("rel").alias("file"), col("item").alias("line_number"),
-        lit(None).cast(LongType()).alias("byte_offset"), shown.alias("line"),
+        lit(None).cast("bigint").alias("byte_offset"), shown.alias("line"),
         F.when(col("error") == SECTION_PROBLEM, col("section_problem")).otherwise(col("error")).alias("error"))
     in_log = ((col("skind_or_log") == "log") & col("section_problem").isNull() & col("r_topic").isNotNull())
     sections = placed.select(
@@ -183,7 +182,7 @@ def split_scan(scan: DataFrame, files: DataFrame, per_batch: bool = False) -> Sc
         col("r_partition").alias("partition"), col("rel").alias("file"), col("sec_line").alias("line_number"),
         F.when(col("sec") > 0, F.coalesce(col("start_line_offset"), col("header_base")))
         .alias("segment_base_offset"),
-        col("invalid_bytes").cast(LongType()).alias("invalid_bytes"), in_log.alias("in_log"),
+        col("invalid_bytes").cast("bigint").alias("invalid_bytes"), in_log.alias("in_log"),
         (in_log & ((col("sec") > 0) | (col("batch_lines") > 0) | col("invalid_bytes").isNotNull()))
         .alias("is_segment"),
     )
