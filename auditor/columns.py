@@ -51,7 +51,9 @@ def _kept(what: str, key: Any, make: Any) -> Any:
 
 def col(name: str) -> Column:
     """``pyspark.sql.functions.col(name)``, made once per Spark context."""
-    return _kept("col", name, lambda: _F.col(name))  # type: ignore[no-any-return]
+    if not _ready():
+        return _F.col(name)
+    return _kept("col", name, lambda: _JvmColumn(_member(FUNCTIONS, "col")(name)))  # type: ignore[no-any-return,misc]
 
 
 column = col
@@ -62,7 +64,10 @@ def lit(value: Any) -> Column:
     (None, a bool, an int, a float, a string); anything else as PySpark makes it."""
     if value is not None and type(value) not in (bool, int, float, str):
         return _F.lit(value)
-    return _kept("lit", (type(value).__name__, value), lambda: _F.lit(value))  # type: ignore[no-any-return]
+    if not _ready():
+        return _F.lit(value)
+    return _kept("lit", (type(value).__name__, value),  # type: ignore[no-any-return]
+                 lambda: _JvmColumn(_member(FUNCTIONS, "lit")(value)))  # type: ignore[misc]
 
 
 def _member(class_name: str, name: str) -> Any:
@@ -72,6 +77,25 @@ def _member(class_name: str, name: str) -> Any:
         assert sc is not None and sc._jvm is not None  # noqa: SLF001
         return getattr(getattr(sc._jvm, class_name), name)  # noqa: SLF001
     return _kept("member", (class_name, name), make)
+
+
+#: The most elements of one call of ``java.util.List.of`` (its fixed-arity overloads).
+LIST_OF_MOST = 10
+
+
+def seq(jvm_objects: list[Any]) -> Any:
+    """A Scala ``Seq`` of ``jvm_objects`` (py4j references), made in two round trips for up
+    to :data:`LIST_OF_MOST` elements (``java.util.List.of``, then ``PythonUtils.toSeq``)
+    where py4j's list conversion makes one per element, plus one per further ten."""
+    list_of = _member("java.util.List", "of")
+    chunks = [jvm_objects[i:i + LIST_OF_MOST] for i in range(0, len(jvm_objects), LIST_OF_MOST)] or [[]]
+    if len(chunks) == 1:
+        listed = list_of(*chunks[0])
+    else:
+        listed = _member("java.util", "ArrayList")(list_of(*chunks[0]))
+        for chunk in chunks[1:]:
+            listed.addAll(list_of(*chunk))
+    return _member(PYTHON_UTILS, "toSeq")(listed)
 
 
 def _jc(c: Column | str) -> Any:
@@ -93,7 +117,7 @@ def _over_seq(name: str, cols: tuple[Any, ...]) -> Column:
         cols = tuple(cols[0])
     if not _ready() or any(not isinstance(c, (Column, str)) for c in cols):
         return getattr(_F, name)(*cols)  # type: ignore[no-any-return]
-    return _JvmColumn(_member(FUNCTIONS, name)(_member(PYTHON_UTILS, "toSeq")([_jc(c) for c in cols])))  # type: ignore[misc]
+    return _JvmColumn(_member(FUNCTIONS, name)(seq([_jc(c) for c in cols])))  # type: ignore[misc]
 
 
 def when(condition: Column, value: Any) -> Column:

@@ -40,21 +40,40 @@ LOCAL_ROWS = 10_000
 LOCAL_BYTES = 4 << 20
 
 
+@functools.cache
+def _arrow_schema_takes_timezone() -> bool:
+    import inspect
+
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return "timezone" in inspect.signature(to_arrow_schema).parameters
+
+
+def arrow_schema(struct: StructType) -> pa.Schema:
+    """The Arrow schema PySpark gives ``struct``, timestamps in UTC, on every PySpark this
+    package allows (4.0's ``to_arrow_schema`` makes them UTC by itself, later releases take
+    the ``timezone``)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    if _arrow_schema_takes_timezone():
+        return to_arrow_schema(struct, timezone="UTC")
+    return to_arrow_schema(struct)
+
+
 def local_frame(spark: SparkSession, rows: Sequence[Sequence[object]], schema: StructType | str, *,
                 narrow: bool = False, spill: str | None = None) -> DataFrame:
     """A DataFrame of driver-side rows (file lists, lookup tables), as :func:`arrow_frame`
     makes it."""
     import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType, _parse_datatype_string
 
     struct = schema if isinstance(schema, StructType) else _parse_datatype_string(schema)
     assert isinstance(struct, StructType)
-    arrow_schema = to_arrow_schema(struct)
+    schema_of = arrow_schema(struct)
     columns = list(zip(*rows, strict=True)) if rows else [() for _ in struct.fields]
     table = pa.Table.from_arrays(
-        [pa.array(list(col), type=field.type) for col, field in zip(columns, arrow_schema, strict=True)],
-        schema=arrow_schema)
+        [pa.array(list(col), type=field.type) for col, field in zip(columns, schema_of, strict=True)],
+        schema=schema_of)
     return arrow_frame(spark, [table], struct, narrow=narrow, spill=spill)
 
 
@@ -80,9 +99,8 @@ def arrow_frame(spark: SparkSession, chunks: Iterable[pa.Table], struct: StructT
     Either way in one partition when ``narrow`` (:attr:`auditor.policy.Plan.narrow`).
     """
     import pyarrow.parquet as pq
-    from pyspark.sql.pandas.types import to_arrow_schema
 
-    arrow_schema = to_arrow_schema(struct)
+    schema_of = arrow_schema(struct)
     tables = iter(chunks)
     first = next(tables, None)
     second = next(tables, None) if first is not None else None
@@ -90,13 +108,13 @@ def arrow_frame(spark: SparkSession, chunks: Iterable[pa.Table], struct: StructT
         return df.coalesce(1) if narrow else df
 
     if first is None:
-        return shaped(spark.createDataFrame(arrow_schema.empty_table(), struct))
+        return shaped(spark.createDataFrame(schema_of.empty_table(), struct))
     if second is None and first.num_rows <= LOCAL_ROWS and first.nbytes <= LOCAL_BYTES:
-        return shaped(spark.createDataFrame(first.cast(arrow_schema), struct))
+        return shaped(spark.createDataFrame(first.cast(schema_of), struct))
     path = os.path.join(_spill_dir(spill), f"{uuid.uuid4().hex}.parquet")
-    with pq.ParquetWriter(path, arrow_schema) as writer:
+    with pq.ParquetWriter(path, schema_of) as writer:
         for table in (first, *([second] if second is not None else []), *tables):
-            writer.write_table(table.cast(arrow_schema))
+            writer.write_table(table.cast(schema_of))
     return shaped(spark.read.schema(struct).parquet(path))
 
 

@@ -24,12 +24,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructField, StructType
 
 from auditor import columns as F
 from auditor.columns import col, lit
-from auditor.frames import LOCAL_BYTES, local_frame, union_tree
+from auditor.frames import LOCAL_BYTES, arrow_schema, local_frame, union_tree
 from auditor.policy import Plan
 
 logger = logging.getLogger(__name__)
@@ -137,7 +136,7 @@ def stored_frame(spark: SparkSession, work_dir: str, label: str, name: str, sche
     findings, lineage). A Parquet scan of each costs the planning thread a broadcast of the
     whole Hadoop configuration (~1,000 entries, ~15 ms) and a file listing, at every query
     that reads it; a local relation costs neither, and Catalyst evaluates filters and
-    projections over it while it plans. Measured 2026-11-26 (ninth session), the demo's
+    projections over it while it plans. Measured 2026-11-26, the demo's
     snapshot audited in one process, three sessions per variant, alternating: warm audits
     11.1-14.5 s against 14.6-19.0 s, the first audit of a session 23.2-26.9 s against
     27.7-30.1 s; every table the same. Larger frames stay scans: a plan holds a local
@@ -153,7 +152,7 @@ def stored_frame(spark: SparkSession, work_dir: str, label: str, name: str, sche
     if table is None or table.nbytes > LOCAL_BYTES:
         return read_frame(spark, work_dir, label, name, schema, plan)
     struct = _nullable(schema)
-    return plan.narrowed(spark.createDataFrame(table.select(struct.fieldNames()).cast(to_arrow_schema(struct)), struct))
+    return plan.narrowed(spark.createDataFrame(table.select(struct.fieldNames()).cast(arrow_schema(struct)), struct))
 
 
 def _nullable(schema: StructType) -> StructType:

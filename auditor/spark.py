@@ -70,7 +70,7 @@ BASE_CONF: dict[str, str] = {
 #: The JIT of a JVM that audits a small input: a method is compiled after twice HotSpot's
 #: default number of calls. Such a run calls thousands of Catalyst methods for a few
 #: seconds, and on 2 cores the compiler threads compete with the one thread that plans.
-#: Measured 2026-11-26 (sixth session), CLI start to exit, alternating runs: the
+#: Measured 2026-11-26, CLI start to exit, alternating runs: the
 #: one-partition audit 21.5-22.1 s against 22.6-23.2 s (8 pairs), the demo 22.2-22.5 s
 #: against 23.0 s (2 pairs); a factor of 0.5 or 0.2 (compile sooner) was slower, 24.1-26.5 s.
 SMALL_INPUT_JIT = ("-XX:CompileThresholdScaling=2",)

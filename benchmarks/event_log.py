@@ -26,7 +26,7 @@ first each metric's total, then the N operators with the most time by any metric
 with the cut point (job description) whose query it belongs to. An aggregate compiled
 into one stage with the operators below it counts their time as its build time: the
 scan's "aggregation build" is the grammar's parse of every line as well. That is how
-docs/performance-log.md's figures by operator (thirtieth session) were read.
+docs/performance-log.md's figures by operator (2026-11-29) were read.
 """
 
 from __future__ import annotations

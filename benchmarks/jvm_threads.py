@@ -22,7 +22,7 @@ for that input), each into a fresh OUT under a temporary folder, and prints per 
 
 The first audit of a process pays the JVM's warm-up (the JIT compiling Catalyst); the later
 ones show what a warm audit costs. That is how docs/performance-log.md's "Where a warm
-audit's CPU goes" (thirty-fourth session) was read. Linux only (``/proc``).
+audit's CPU goes" (2026-11-29) was read. Linux only (``/proc``).
 """
 
 from __future__ import annotations

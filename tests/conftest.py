@@ -17,7 +17,7 @@ DUMPS = FIXTURES / "dumps"
 
 
 #: The test files, longest first (their time in `scripts/test.sh --durations=60`, setup and
-#: calls, 2026-11-27, sixteenth session: 115 s down to 9 s; the rest take a few seconds).
+#: calls, 2026-11-27: 115 s down to 9 s; the rest take a few seconds).
 #: They are collected in this order: pytest-xdist's `--dist loadfile` hands files to its
 #: two workers in collection order, first a few each, then one to whichever worker is free,
 #: so the long ones start early and the workers end within a short file of each other

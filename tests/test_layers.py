@@ -3,9 +3,6 @@ counted), and the auditor leaves the process it runs in as it found it."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import grimp
@@ -68,55 +65,67 @@ def test_no_module_of_the_package_is_in_an_import_cycle() -> None:
     assert any("auditor.ingest.dumps" in c for c in _cycles(graph, modules))
 
 
+def _watched() -> dict[str, object]:
+    """The functions of PySpark and py4j that a patch of the host would replace."""
+    import py4j.clientserver
+    import py4j.java_gateway
+    import pyspark.sql.classic.column as classic_column
+    import pyspark.sql.column as column
+    import pyspark.sql.functions as functions
+    import pyspark.sql.functions.builtin as builtin
+    import pyspark.sql.utils as utils
+    from pyspark.sql import DataFrame
+
+    found = {}
+    for owner, names in ((builtin, ["_get_jvm_function", "_invoke_function", "col", "lit"]),
+                         (classic_column, ["_to_seq", "_create_column_from_name", "_to_java_column"]),
+                         (classic_column.Column, ["cast", "try_cast", "__getattr__", "alias"]),
+                         (column.Column, ["cast", "try_cast"]),
+                         (functions, ["col", "when", "max"]),
+                         (utils, ["get_active_spark_context"]),
+                         (py4j.java_gateway.JVMView, ["__getattr__"]),
+                         (py4j.java_gateway.JavaClass, ["__getattr__"]),
+                         (py4j.clientserver.ClientServerConnection, ["send_command"]),
+                         (DataFrame, ["select", "join"])):
+        for name in names:
+            found[f"{owner.__name__}.{name}"] = owner.__dict__.get(name, getattr(owner, name, None))
+    missing = sorted(k for k, v in found.items() if v is None)
+    assert not missing, missing
+    return found
+
+
+def _code_file(fn: object) -> str:
+    fn = getattr(fn, "__wrapped__", fn)
+    code = getattr(fn, "__code__", None)
+    return code.co_filename if code is not None else ""
+
+
 @pytest.mark.spark
-@pytest.mark.slow
-def test_the_python_api_patches_nothing_in_the_process(tmp_path: Path) -> None:
+def test_the_python_api_patches_nothing_in_the_process(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """A notebook that already has a session follows the README's Python API: every
-    function of PySpark and py4j it used before is the same object after."""
+    function of PySpark and py4j it used before is the same object after, and none of them
+    was replaced when the auditor was imported (each is defined in PySpark's or py4j's own
+    files, not in the auditor's)."""
+    import auditor
     from auditor.simulator import simulate
+    from auditor.spark import build_session
 
     simulate(str(tmp_path / "snap"), topics=1, partitions=1, batches=5, seed=3, faults="unclean-election")
-    code = textwrap.dedent(f"""
-        import py4j.java_gateway, py4j.clientserver
-        import pyspark.sql.functions.builtin as builtin
-        import pyspark.sql.classic.column as classic_column
-        import pyspark.sql.column as column
-        import pyspark.sql.functions as functions
-        import pyspark.sql.utils as utils
-        from pyspark.sql import SparkSession, DataFrame
-        def watched():
-            found = {{}}
-            for owner, names in ((builtin, ["_get_jvm_function", "_invoke_function", "col", "lit"]),
-                                 (classic_column, ["_to_seq", "_create_column_from_name", "_to_java_column"]),
-                                 (classic_column.Column, ["cast", "try_cast", "__getattr__", "alias"]),
-                                 (column.Column, ["cast", "try_cast"]),
-                                 (functions, ["col", "when", "max"]),
-                                 (utils, ["get_active_spark_context"]),
-                                 (py4j.java_gateway.JVMView, ["__getattr__"]),
-                                 (py4j.java_gateway.JavaClass, ["__getattr__"]),
-                                 (py4j.clientserver.ClientServerConnection, ["send_command"]),
-                                 (DataFrame, ["select", "join"])):
-                for name in names:
-                    found[f"{{owner.__name__}}.{{name}}"] = owner.__dict__.get(name, getattr(owner, name, None))
-            missing = sorted(k for k, v in found.items() if v is None)
-            assert not missing, missing
-            return found
-        spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-                 .config("spark.sql.shuffle.partitions", "1").getOrCreate())
-        before = watched()
-        import auditor
-        from auditor.spark import build_session
-        assert build_session() is spark
-        snap = auditor.load_snapshot(spark, {str(tmp_path / "snap")!r})
-        tables = auditor.audit(snap)
-        print("findings", tables["findings"].count())
-        after = watched()
-        changed = sorted(k for k in before if before[k] is not after[k])
-        print("watched", len(before), "changed", changed)
-    """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "changed []" in done.stdout, done.stdout
-    watched = int(done.stdout.split("watched ")[1].split()[0])
-    findings = int(done.stdout.split("findings ")[1].split()[0])
-    assert watched >= 20 and findings > 0, done.stdout
+    before = _watched()
+    assert len(before) >= 20
+    package = str(ROOT / "auditor")
+    for name, fn in before.items():
+        assert not _code_file(fn).startswith(package), name
+    assert build_session() is spark
+    tables = auditor.audit(auditor.load_snapshot(spark, str(tmp_path / "snap")))
+    assert tables["findings"].count() > 0
+    after = _watched()
+    assert sorted(k for k in before if before[k] is not after[k]) == []
+    # (the check sees a replaced function)
+    import pyspark.sql.classic.column as classic_column
+    original = classic_column._to_seq  # noqa: SLF001
+    try:
+        classic_column._to_seq = lambda *a: original(*a)  # noqa: SLF001
+        assert [k for k, v in _watched().items() if v is not before[k]] == ["pyspark.sql.classic.column._to_seq"]
+    finally:
+        classic_column._to_seq = original  # noqa: SLF001

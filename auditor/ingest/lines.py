@@ -36,7 +36,7 @@ from pyspark.sql.types import (
 from auditor import columns as F
 from auditor.columns import col, lit
 from auditor.errors import InputError
-from auditor.frames import LOCAL_BYTES, LOCAL_ROWS, arrow_frame, local_frame, union_all
+from auditor.frames import LOCAL_BYTES, LOCAL_ROWS, arrow_frame, arrow_schema, local_frame, union_all
 from auditor.ingest.discovery import InputFile
 
 
@@ -220,9 +220,7 @@ def _read_file(f: InputFile) -> bytes:
 def _contents_table(ids: list[int], bodies: list[bytes], placed: list[InputFile] | None = None) -> pa.Table:
     columns = {"file_id": pa.array(ids, pa.int32()), "content": pa.array(bodies, pa.binary())}
     if placed is not None:
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        schema = to_arrow_schema(PLACED_CONTENTS)
+        schema = arrow_schema(PLACED_CONTENTS)
         for name, values in zip(PLACE, zip(*(_place(f) for f in placed), strict=True), strict=True):
             columns[name] = pa.array(values, schema.field(name).type)
     return pa.table(columns)
