@@ -51,6 +51,7 @@ class Config:
     incremental: bool = False  # [run] incremental: reuse what earlier runs parsed (--format kafka)
     store_keep_runs: int = 24  # [run] store_keep_runs: the store forgets files the cluster's last N runs did not use
     work_dir: str | None = None  # [run] work_dir: where a run stores its intermediates (auditor.run.work_root)
+    verify_crc: bool = False  # [input] verify_crc: read segment files' batches whole and check their CRCs
 
     @property
     def effective_protocol(self) -> str:
@@ -104,6 +105,7 @@ _SECTIONS: dict[str, set[str]] = {
     "allowlist": set(),
     "compaction": {"topics"},
     "run": {"incremental", "store_keep_runs", "work_dir"},
+    "input": {"verify_crc"},
 }
 
 
@@ -136,7 +138,9 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> Config:
     spark = _table(data, "spark", source)
     compaction = _table(data, "compaction", source)
     run = _table(data, "run", source)
-    for name, table in (("audit", audit), ("spark", spark), ("compaction", compaction), ("run", run)):
+    inputs = _table(data, "input", source)
+    for name, table in (("audit", audit), ("spark", spark), ("compaction", compaction), ("run", run),
+                        ("input", inputs)):
         extra = set(table) - _SECTIONS[name]
         if extra:
             raise ConfigError(f"{source}: unknown key(s) in [{name}]: {', '.join(sorted(extra))}")
@@ -160,6 +164,7 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> Config:
         incremental=_bool(run, "incremental", False, source),
         store_keep_runs=_int(run, "store_keep_runs", 24, source),
         work_dir=_opt_str(run, "work_dir", source),
+        verify_crc=_bool(inputs, "verify_crc", False, source),
     )
     cfg.validate()
     return cfg

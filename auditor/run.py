@@ -206,7 +206,7 @@ def compute_run(spark: SparkSession, snapshot_path: str, out: str, config: Confi
     snap = load_snapshot(spark, snapshot_path, format=config.format, snapshot=snapshot_label,
                          default_snapshot=identity.started_at, work_dir=work_dir,
                          store=(out, config.cluster) if config.incremental else None,
-                         found=found, reuse=reuse, policy=prepared.policy)
+                         found=found, reuse=reuse, policy=prepared.policy, verify_crc=config.verify_crc)
     progress(f"{snap.files_read} input files parsed ({sum(snap.files_skipped.values())} skipped); auditing")
     history = read_history(spark, out, config.cluster, identity.run_id)
     # One job computes every output table into the run's work dir; the writer, the summary

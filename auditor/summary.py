@@ -51,7 +51,10 @@ def run_counts(snap: Snapshot, tables: dict[str, pa.Table], by_check: list[tuple
         # input files parsed by this run: fewer than ``files`` when an incremental run read
         # unchanged dump files from its store
         "files_parsed": (0 if acc is None else acc.num_rows) if snap.files_parsed is None else snap.files_parsed,
-        "files_unusable": int(pe.column("line_number").null_count),
+        # (a file-level problem has neither a line number nor a line: a quarantined segment
+        # batch has its byte offset and its header as text)
+        "files_unusable": int(pc.sum(pc.and_(pc.is_null(pe.column("line_number")),
+                                            pc.is_null(pe.column("line")))).as_py() or 0),
         "lines": total("lines"),
         "lines_parsed": total("lines_parsed"),
         "lines_skipped": total("lines_skipped"),
@@ -61,11 +64,25 @@ def run_counts(snap: Snapshot, tables: dict[str, pa.Table], by_check: list[tuple
         "partitions": partitions,
         "replicas": rs.num_rows,
         "snapshots": len(snap.snapshots),
+        **segment_counts(read_frame_arrow(snap.work_dir, "snapshot", "segment_bytes")),
         "findings": severity_counts(by_check),
         # etcd: which replica id each member folder got (the ``replica`` column)
         **({"members": dict(sorted(snap.members.items(), key=lambda kv: kv[1]))}
            if snap.members is not None else {}),
     }
+
+
+def segment_counts(row: pa.Table | None) -> dict[str, Any]:
+    """``runs.counts``' byte accounting of segment files (SPEC 3.3) from the stored one-row
+    sums (None: no segment file read): every key always, ``crc_verified`` null without
+    segment input."""
+    from auditor.load.segments import BYTE_COUNTS
+
+    values = {"segment_files": 0, **{k: 0 for k in BYTE_COUNTS}}
+    if row is not None and row.num_rows:
+        values.update({k: int(row.column(k)[0].as_py() or 0) for k in values})
+    values["crc_verified"] = None if not values["segment_files"] else values["crc_unverified_batches"] == 0
+    return values
 
 
 def severity_counts(by_check: list[tuple[str, str, int, int]]) -> dict[str, int]:
@@ -119,6 +136,13 @@ def format_summary(result: RunResult) -> str:
         f"+ {c['lines_quarantined']} quarantined",
         f"parse errors: {c['parse_errors']}",
     ]
+    if c.get("segment_files"):
+        mib = 1 << 20
+        lines.insert(2, f"segment files: {c['segment_files']} ({c['segment_bytes'] / mib:.1f} MiB), "
+                     f"{c['bytes_read'] / mib:.1f} MiB read; "
+                     + ("every batch's CRC checked" if c["crc_verified"] else
+                        f"{c['crc_unverified_batches']} batches read without --verify-crc: "
+                        "none is known to be invalid"))
     if "members" in c:  # etcd: a WAL record counts as a line
         lines.insert(2, "etcd members (replica = member=NAME): "
                      + ", ".join(f"{rid} = {name}" for name, rid in c["members"].items()))

@@ -101,7 +101,8 @@ def corrupt_batches(batches: DataFrame, segments: DataFrame, seg_end: DataFrame)
                         s("segment_base_offset"), col("invalid_bytes"),
                         F.when(is_newest, lit(" (the active segment: probably a torn read)"))
                         .otherwise(lit(" in a segment that is no longer written"))),
-        F.struct("file", "line_number", "invalid_bytes", "segment_base_offset", is_newest.alias("newest_segment")))
+        F.struct("file", "line_number", *(["byte_offset"] if "byte_offset" in segments.columns else []),
+                 "invalid_bytes", "segment_base_offset", is_newest.alias("newest_segment")))
     return union_all([invalid, trailing])
 
 

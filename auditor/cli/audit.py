@@ -54,6 +54,10 @@ def audit_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                           "cluster into OUT, reading the rest from OUT's store; when no input file "
                           "changed since the cluster's latest run, write that run's tables as this "
                           "run's [default: --full, or [run] incremental in the config]."),
+        click.option("--verify-crc/--headers-only", "verify_crc", default=None,
+                     help="Segment files: read every batch whole and check its CRC (a CRC mismatch is "
+                          "CORRUPT_BATCH), or read v2 batch headers only, 61 bytes per batch [default: "
+                          "--headers-only, or [input] verify_crc in the config]."),
         click.option("--work-dir", default=None, type=click.Path(file_okay=False, path_type=str),
                      help="Folder for the run's intermediates, which executors write and read: on a "
                           "cluster, one every node sees [default: the system's temporary folder in "
@@ -74,7 +78,7 @@ def run_from_options(
     snapshot: str, out: str, fmt: str | None, cluster: str | None, snapshot_label: str | None,
     run_id: str | None, protocol: str | None, fail_on: str | None, conf_file: str | None,
     master: str | None, report: str | None, verbose: bool, incremental: bool | None = None,
-    work_dir: str | None = None, event_log: str | None = None,
+    work_dir: str | None = None, event_log: str | None = None, verify_crc: bool | None = None,
 ) -> int:
     """Run one audit from parsed options and return the exit status (0, 1 or 2).
 
@@ -107,6 +111,7 @@ def run_from_options(
         known_id = validate_run_id(run_id) if run_id is not None else str(uuid.uuid4())
         cfg = load_config(conf_file).with_overrides(
             format=fmt, cluster=cluster, protocol=protocol, fail_on=fail_on, master=master, incremental=incremental,
+            verify_crc=verify_crc,
             work_dir=work_dir)
         if event_log is not None:
             cfg = cfg.with_overrides(spark_conf={**cfg.spark_conf, **event_log_conf(event_log)})

@@ -86,7 +86,13 @@ def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: 
         batches = source.stored.select("*", window_of(col("base_offset")).alias("win"))
     else:
         assert source.dumps is not None
+        listed = {i for i, _ in source.dumps.dump_files}
+        sections = {i: s for i, s in (sections or {}).items() if i in listed}  # (not segment files)
+        segment_batches = None if source.segments is None else source.segments.select(
+            "*", window_of(col("base_offset")).alias("win"))
         if not sections:
+            if segment_batches is not None:
+                return _merged(segment_batches, whole, windows, work_dir, label, plans.after_scan)
             return local_frame(spark, [], DRILLED_DDL, narrow=plans.after_scan.narrow)
         if progress is not None:
             progress(f"reading {len(sections)} of {len(source.dumps.dump_files)} dump files batch by batch")
@@ -104,6 +110,8 @@ def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: 
             items = stored_frame(spark, work_dir, f"{label}-items", "items", items.schema, plan=plan)
             batches = source.dumps.batches_of(items).drop("file_id").select(
                 "*", window_of(col("base_offset")).alias("win"))
+            if segment_batches is not None:
+                batches = batches.unionByName(segment_batches)
             return _merged(batches, whole, windows, work_dir, label, plan)
     return _merged(batches, whole, windows, work_dir, label, plans.after_scan)
 

@@ -82,6 +82,9 @@ class DumpFiles:
     #: whether they are in one partition (the parse plan's)
     spill: str | None = None
     narrow: bool = False
+    #: ``file_id, sec`` of sections left out: their segment is a readable ``.log`` file
+    #: (SPEC 3.3), whose batches are read from it
+    shadowed: DataFrame | None = None
 
     def items(self, sections: Mapping[int, Collection[int]] | None = None) -> DataFrame:
         """The batch items of the dump files (all of them, or only the sections ``sections``
@@ -95,9 +98,11 @@ class DumpFiles:
         parsed: a per-broker dump holds every partition of its broker, and a drill-down
         wants a few of them."""
         chosen = [(i, f) for i, f in self.dump_files if sections is None or i in sections]
-        return batch_items(self.spark, chosen, self.files, self.limit,
-                           keep=None if sections is None else section_filter(sections), spill=self.spill,
-                           narrow=self.narrow)
+        items = batch_items(self.spark, chosen, self.files, self.limit,
+                            keep=None if sections is None else section_filter(sections), spill=self.spill,
+                            narrow=self.narrow)
+        return items if self.shadowed is None or sections is not None else items.join(
+            self.shadowed, ["file_id", "sec"], "left_anti")
 
     def batches_of(self, items: DataFrame) -> DataFrame:
         """The batches of stored :meth:`items` rows, before repeated batches are merged:
@@ -122,6 +127,9 @@ class BatchSource:
     work_dir: str | None = None
     #: how the dump files are parsed again (the load's parse plan)
     plan: Plan = Plan()
+    #: the batch rows of segment files (SPEC 3.3), from their stored decoded rows, beside
+    #: the dump files read again (a small input keeps them in ``stored``)
+    segments: DataFrame | None = None
 
     def all_batches(self) -> DataFrame:
         """Every batch, repeated batches merged (SPEC 7's ``Snapshot.batches``); for dumps,
@@ -129,8 +137,10 @@ class BatchSource:
         if self.stored is None:
             assert self.dumps is not None and self.work_dir is not None
             items = materialise({"items": self.dumps.items()}, self.work_dir, "all-batches-items", self.plan)["items"]
-            self.stored = materialise({"batches": merged_batches(self.dumps, items)},
-                                      self.work_dir, "all-batches", self.plan)["batches"]
+            merged = merged_batches(self.dumps, items)
+            if self.segments is not None:
+                merged = merged.unionByName(self.segments)
+            self.stored = materialise({"batches": merged}, self.work_dir, "all-batches", self.plan)["batches"]
         return self.stored
 
 

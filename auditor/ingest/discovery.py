@@ -30,6 +30,9 @@ DUMP, LEADER_EPOCH, HWM, LOG_START, RECOVERY_POINT, DESCRIBE = (
     "log-start-offset-checkpoint", "recovery-point-offset-checkpoint", "topics-describe",
 )
 LOG_DIR_CHECKPOINTS = (HWM, LOG_START, RECOVERY_POINT)
+#: Kafka's own segment files (SPEC 3.3): ``<20-digit base offset>.log`` in a partition folder.
+SEGMENT = "segment"
+SEGMENT_NAME = re.compile(r"^(?P<base>\d{20})\.log$")
 #: KRaft's metadata log inputs (SPEC 4.7): ``quorum-state`` and bare ``*.checkpoint`` snapshot
 #: copies in its folder (a copy's name is its id: never read), and the root's
 #: ``kafka-metadata-quorum.sh describe --status`` text.
@@ -267,6 +270,7 @@ def _walk_broker(result: Discovery, base: Path, broker_root: Path, instant: date
         kraft = m is not None and is_kraft_folder(m.group("topic"), m.group("partition"))
         is_partition = m is not None and any(
             e.name.endswith(DUMP_SUFFIXES) or e.name == LEADER_EPOCH
+            or (not kraft and SEGMENT_NAME.match(e.name) is not None)
             or (kraft and _kraft_kind(e.name) is not None) for e in files)
         log_dir = _rel(os.path.dirname(folder) if is_partition else folder, base)
         for e in files:
@@ -307,6 +311,8 @@ def _classify_file(name: str, in_partition_dir: bool, kraft: bool = False) -> st
         return _kraft_kind(name)
     if in_partition_dir and name == LEADER_EPOCH:
         return LEADER_EPOCH
+    if in_partition_dir and not kraft and SEGMENT_NAME.match(name):
+        return SEGMENT
     if not in_partition_dir and name in LOG_DIR_CHECKPOINTS:
         return name
     return None

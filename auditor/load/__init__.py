@@ -67,6 +67,7 @@ def load_snapshot(
     found: d.Discovery | None = None,
     reuse: Reuse | None = None,
     policy: SizePolicy | None = None,
+    verify_crc: bool = False,
 ) -> Snapshot:
     """Parse the snapshot (or tables) at ``path`` into DataFrames.
 
@@ -86,6 +87,8 @@ def load_snapshot(
         policy: the limits and planning (:class:`auditor.policy.SizePolicy`; its sizes are
             measured here: :func:`measure`). The snapshot keeps the measured policy and the
             plans that follow from it; it is loaded with the parse plan.
+        verify_crc: read segment files' batches whole and check their CRCs (SPEC 3.3);
+            else v2 batches are read no further than their headers.
 
     Raises:
         InputError: ``path`` is missing, unreadable, or has no input of the format.
@@ -112,7 +115,7 @@ def load_snapshot(
                                 plans.parse)
         else:
             assert found is not None
-            loaded = load_kafka(spark, found, work_dir, measured, plans, store, reuse)
+            loaded = load_kafka(spark, found, work_dir, measured, plans, store, reuse, verify_crc=verify_crc)
     return dataclasses.replace(loaded, policy=measured, plans=plans)
 
 

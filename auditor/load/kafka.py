@@ -46,11 +46,20 @@ from auditor.ingest.kraft import (
     read_section_groups,
     snapshot_files,
 )
+from auditor.ingest.segments import read_segments
 from auditor.ingest.lines import LINE_COUNTS, file_contents, line_counts, read_small_files
 from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, Snapshot
+from auditor.load import segments as seg
 from auditor.materialise import frame_files, materialise, stored_rows
 from auditor.policy import CODEGEN_CONF, SMALL_TABLE_CONF, Plan, Plans, SizePolicy, codegen_on
-from auditor.summarise.scan import pending_summaries, scan_batches, scan_dumps, split_scan
+from auditor.summarise.scan import (
+    ScanParts,
+    pending_summaries,
+    scan_batches,
+    scan_dumps,
+    split_scan,
+    summarise_batches,
+)
 
 if TYPE_CHECKING:
     from auditor.load.reuse import Reuse
@@ -93,7 +102,8 @@ def listed_files(spark: SparkSession, found: d.Discovery, plan: Plan = Plan(),
 
 
 def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: SizePolicy, plans: Plans,
-               store: tuple[str, str] | None = None, reuse: Reuse | None = None) -> Snapshot:
+               store: tuple[str, str] | None = None, reuse: Reuse | None = None,
+               verify_crc: bool = False) -> Snapshot:
     """Load a discovered Kafka snapshot (the parse plan applied by the caller).
 
     Args:
@@ -102,11 +112,19 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
         policy, plans: its size policy and the plans that follow from it.
         store, reuse: an incremental run's store (``(OUT, cluster)``) and its answer for
             the dump files (:class:`auditor.load.reuse.Reuse`).
+        verify_crc: segment files' batches are read whole and their CRCs checked (SPEC 3.3).
     """
     parse = plans.parse
     indexed, files, dump_files, dump_frame = listed_files(spark, found, parse, work_dir)
     # a bare KRaft snapshot copy is binary: its name is all that is used (SPEC 4.7)
-    other_files = [(i, f) for i, f in indexed if f.kind not in (d.DUMP, d.KRAFT_SNAPSHOT_FILE)]
+    other_files = [(i, f) for i, f in indexed if f.kind not in (d.DUMP, d.KRAFT_SNAPSHOT_FILE, d.SEGMENT)]
+    segment_files = [(i, f) for i, f in indexed if f.kind == d.SEGMENT]
+    # Segment files (SPEC 3.3): decoded in Spark's tasks, their rows stored once (one job;
+    # none without segment files). Everything else about them is derived from those rows.
+    seg_rows = materialise({"rows": read_segments(spark, seg.file_list(segment_files), verify_crc, spill=work_dir)},
+                           work_dir, "segment-rows", parse)["rows"] if segment_files else None
+    seg_place = local_frame(spark, seg.place_rows(segment_files), seg.PLACE_DDL, narrow=parse.narrow,
+                            spill=work_dir) if segment_files else None
     if reuse is None and store is not None:
         from auditor.load.reuse import Reuse
 
@@ -196,6 +214,14 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
             store_frames = reuse.new_rows(scan, spill=work_dir)
             scan = scan.unionByName(reuse.rows(spill=work_dir))
         parts = split_scan(scan, dump_frame, per_batch=per_batch)
+        judged = shadow = None
+        if seg_rows is not None and seg_place is not None:
+            dumped = parts.sections.filter("is_segment").select(*REPLICA, "segment_base_offset")
+            judged = seg.segments_of(seg.file_rows(seg_rows, seg_place), dumped)
+            if dump_files:
+                shadow = seg.shadowed_sections(parts.sections, judged)
+                parts = _without(parts, scan, shadow)
+                scan = scan.join(shadow, ["file_id", "sec"], "left_anti")
         cps, desc = checkpoint_tables(first["checkpoints"]), describe_tables(first["describe"])
         small = _small_lines(cps, desc.lines if "kraft_lines" not in first
                              else desc.lines.unionByName(first["kraft_lines"]))
@@ -207,19 +233,36 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
             narrow=plan.narrow, spill=work_dir)
         segments = dedupe_segments(parts.sections.filter("is_segment").select(
             "snapshot", col("replica").alias("broker"), "topic", "partition", "file", "line_number",
-            "segment_base_offset", "invalid_bytes")).withColumnRenamed("broker", "replica")
+            "segment_base_offset", "invalid_bytes")).withColumnRenamed("broker", "replica").withColumn(
+            "byte_offset", lit(None).cast("bigint"))
+        summaries = parts.summaries.unionByName(pending_summaries(parts.items, parts.sections))
+        errors = problems.unionByName(parts.errors).unionByName(small["small_errors"])
+        sections = parts.sections.select("file_id", "sec", "file", "snapshot", "replica", "topic", "partition",
+                                         "segment_base_offset")
+        seg_frames: dict[str, DataFrame] = {}
+        if judged is not None and seg_rows is not None and seg_place is not None:
+            seg_batches = seg.segment_batches(seg_rows, seg_place)
+            segments = segments.unionByName(judged.select(*SEGMENT_COLUMNS))
+            summaries = summaries.unionByName(summarise_batches(seg_batches))
+            errors = errors.unionByName(seg.segment_errors(seg_rows, seg_place))
+            seg_frames["segment_bytes"] = seg.byte_counts(judged)
+            # a segment file is a section of its own (sec 0): where its batches' segment ends
+            sections = sections.unionByName(seg_place.select(
+                "file_id", lit(0).alias("sec"), col("rel").alias("file"), "snapshot", col("broker").alias("replica"),
+                "topic", "partition", "segment_base_offset"))
+            if per_batch:
+                seg_frames["segment_batches"] = seg_batches.drop("file_id", "sec", "byte_offset")
         entries = cps.entries.withColumnRenamed("broker", "replica")
         replicas = _replicas(files, segments, cps.files)
         # Cut point 2 (one job): the parsed tables, from the stored scan rows.
         parsed = materialise(few({
             "accounting": accounting,
-            "parse_errors": problems.unionByName(parts.errors).unionByName(small["small_errors"]),
+            "parse_errors": errors,
             "metadata": desc.metadata,
             "topics": desc.topics,
-            "sections": parts.sections.select("file_id", "sec", "file", "snapshot", "replica", "topic", "partition",
-                                              "segment_base_offset"),
+            "sections": sections,
             "segments": segments,
-            "summaries": parts.summaries.unionByName(pending_summaries(parts.items, parts.sections)),
+            "summaries": summaries,
             "replicas": replicas,
             "epoch_cache": entries.filter(col("kind") == d.LEADER_EPOCH).select(
                 *REPLICA, "epoch", col("offset").alias("start_offset"), col("rel").alias("file")),
@@ -228,6 +271,7 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
             "recovery_point": _per_replica(replicas, entries, d.RECOVERY_POINT, "recovery_point"),
             **store_frames,
             **kraft_frames,
+            **seg_frames,
             **({"batches": merged_batches(DumpFiles(spark, dump_files, dump_frame, parts.sections, spill=work_dir), scan_batches(scan))}
                if per_batch else {}),
         }), work_dir, "snapshot", plan)
@@ -236,8 +280,18 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
     kraft = KRaft(batches=parsed.pop("kraft_batches"), snapshots=parsed.pop("kraft_snapshots"),
                   quorum_state=first["kraft_quorum_state"], status=first["kraft_status"]) if kraft_frames else None
     sections = parsed.pop("sections")
-    source = BatchSource(dumps=DumpFiles(spark, dump_files, dump_frame, sections, spill=work_dir), stored=parsed.pop("batches", None),
-                         work_dir=work_dir, plan=parse)
+    stored_batches = parsed.pop("batches", None)
+    seg_batches_stored = parsed.pop("segment_batches", None)
+    parsed.pop("segment_bytes", None)  # read by runs.counts from the work dir
+    if stored_batches is not None and seg_batches_stored is not None:
+        stored_batches = stored_batches.unionByName(seg_batches_stored)
+    elif seg_batches_stored is not None:
+        stored_batches = seg_batches_stored
+    source = BatchSource(dumps=DumpFiles(spark, dump_files, dump_frame, sections, spill=work_dir,
+                                         shadowed=shadow),
+                         stored=stored_batches, work_dir=work_dir, plan=parse,
+                         segments=None if per_batch or seg_rows is None or seg_place is None else
+                         seg.segment_batches(seg_rows, seg_place).drop("file_id", "sec", "byte_offset"))
     return Snapshot(
         format="kafka", root=found.root, snapshots=found.snapshots, work_dir=work_dir,
         files_read=len(found.files), files_skipped=found.skipped, source=source, sections=sections,
@@ -249,6 +303,31 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
 
 
 KRAFT_KINDS = (d.QUORUM_STATE, d.QUORUM_STATUS, d.KRAFT_SNAPSHOT_FILE)
+#: The segments frame's columns (:data:`auditor.ingest.model.SEGMENTS_DDL` and where
+#: invalid trailing bytes start).
+SEGMENT_COLUMNS = ("snapshot", "replica", "topic", "partition", "file", "line_number", "segment_base_offset",
+                   "invalid_bytes", "byte_offset")
+
+
+def _without(parts: ScanParts, scan: DataFrame, shadow: DataFrame) -> ScanParts:
+    """``parts`` without the dump sections ``shadow`` (``file_id, sec``: their segment is a
+    readable ``.log`` file, SPEC 3.3): their summaries, items and segments left out, their
+    lines counted as skipped."""
+    keys = ["file_id", "sec"]
+    moved = scan.join(shadow, keys, "left_semi").groupBy("file_id").agg(
+        (F.sum("lines_parsed") + F.sum("lines_quarantined")).alias("_moved"),
+        F.sum("lines_parsed").alias("_parsed"), F.sum("lines_quarantined").alias("_quarantined"))
+    accounting = parts.accounting.join(moved, "file_id", "left").select(
+        "file_id", "lines",
+        (col("lines_parsed") - F.coalesce(col("_parsed"), lit(0))).cast("bigint").alias("lines_parsed"),
+        (col("lines_skipped") + F.coalesce(col("_moved"), lit(0))).cast("bigint").alias("lines_skipped"),
+        (col("lines_quarantined") - F.coalesce(col("_quarantined"), lit(0))).cast("bigint")
+        .alias("lines_quarantined"))
+    return replace(parts, accounting=accounting,
+                   errors=parts.errors,
+                   sections=parts.sections.join(shadow, keys, "left_anti"),
+                   summaries=parts.summaries.join(shadow, keys, "left_anti"),
+                   items=parts.items.join(shadow, keys, "left_anti"))
 
 
 def _small_lines(cps: ParsedCheckpoints, lines: DataFrame) -> dict[str, DataFrame]:
@@ -345,7 +424,7 @@ def _replicas(files: DataFrame, segments: DataFrame, cp_files: DataFrame) -> Dat
     """
     folders = files.filter(col("topic").isNotNull()).select(
         "snapshot", "topic", "partition", col("broker").alias("replica"), "log_dir",
-        (col("kind") == d.DUMP).alias("is_dump"))
+        col("kind").isin(d.DUMP, d.SEGMENT).alias("is_dump"))
     from_dumps = segments.select(*REPLICA).distinct().withColumn("in_dump", lit(True))
     epoch_files = cp_files.filter(col("kind") == d.LEADER_EPOCH).groupBy(
         "snapshot", "topic", "partition", col("broker").alias("replica")).agg(

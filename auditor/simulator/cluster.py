@@ -43,7 +43,7 @@ from auditor.simulator.shapes import (
     is_transactional_topic,
     partition_shape,
 )
-from auditor.simulator.writer import DUMP_LAYOUTS, SETTINGS_FILE, _Writer
+from auditor.simulator.writer import DUMP_LAYOUTS, LOG_FORMATS, SETTINGS_FILE, _Writer
 
 
 def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: int = 3, batches: int = 40,
@@ -52,7 +52,7 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
              topic_prefix: str = "", progress: Callable[[int], None] | None = None,
              dump_layout: str = "per-segment",
              continuations: list[dict[str, object]] | None = None, shapes: bool = True,
-             kraft_controllers: int = 0) -> SimulationSummary:
+             kraft_controllers: int = 0, log_format: str = "dumps") -> SimulationSummary:
     """Simulate and write a snapshot under ``root`` (which must not hold one already).
 
     Args:
@@ -71,6 +71,9 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
             transactional producers, with COMMIT and ABORT markers, on the third of every
             three topics (:func:`transactional_producer`); and a compacted
             ``__consumer_offsets`` topic (:func:`cleaned`).
+        log_format: ``dumps`` (``kafka-dump-log.sh`` text, SPEC 3.1) or ``segments`` (Kafka's
+            own ``.log`` segment files, 3.3: the same batches, CRCs, sizes and positions,
+            a torn write as the bytes of an unfinished batch; the metadata log stays dumps).
         kraft_controllers: also simulate a KRaft controller quorum of this many voters (node
             ids after the brokers'; every broker an observer) and write its metadata log
             (:mod:`auditor.simulator.kraft`), with the ``kraft-*`` faults; 0: none.
@@ -119,7 +122,11 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
         summary.faults_skipped.update(unplaced(wanted_counts, hosts))
     if dump_layout not in DUMP_LAYOUTS:
         raise InputError(f"--dump-layout {dump_layout!r}: one of {', '.join(DUMP_LAYOUTS)}")
-    writer = _Writer(base, brokers, style, records, segment_batches, dump_layout)
+    if log_format not in LOG_FORMATS:
+        raise InputError(f"--format {log_format!r}: one of {', '.join(LOG_FORMATS)}")
+    if log_format == "segments" and records:
+        raise InputError("--records prints record lines in dumps: it does not apply to --format segments")
+    writer = _Writer(base, brokers, style, records, segment_batches, dump_layout, log_format)
     applied: list[dict[str, object]] = []
     index = 0
 
@@ -190,7 +197,8 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
                 "faults": faults, "seed": seed, "replication_factor": replication_factor, "min_isr": min_isr,
                 "dump_style": dump_style, "records": records, "segment_batches": segment_batches,
                 "topic_prefix": topic_prefix, "dump_layout": dump_layout, "continuations": continuations or [],
-                "shapes": shapes, "kraft_controllers": kraft_controllers}
+                "shapes": shapes, "kraft_controllers": kraft_controllers,
+                "log_format": log_format}
     with open(base / SETTINGS_FILE, "w", encoding="utf-8") as out:
         json.dump({"generator": "auditor simulate", **settings}, out, indent=1)
         out.write("\n")

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from auditor.simulator.kafka_binary import encode_segment
 from auditor.simulator.kafka_text import (
     Batch,
     DumpStyle,
@@ -42,6 +43,8 @@ from auditor.simulator.shapes import (
 from auditor.simulator.truth import checkpoint_entries, partition_truth
 
 DUMP_LAYOUTS = ("per-segment", "per-broker")
+#: How a replica's log is written: Kafka's dumps (SPEC 3.1) or its segment files (3.3).
+LOG_FORMATS = ("dumps", "segments")
 #: The per-broker file's name under ``broker=N/data/``.
 PER_BROKER_DUMP = "kafka-dump-log.txt"
 #: Where a simulated snapshot records how it was made (read by ``--continue-from``).
@@ -52,9 +55,9 @@ class _Writer:
     """Streams one snapshot to disk."""
 
     def __init__(self, root: Path, brokers: int, style: DumpStyle, records: bool, segment_batches: int,
-                 dump_layout: str = "per-segment") -> None:
+                 dump_layout: str = "per-segment", log_format: str = "dumps") -> None:
         self.root, self.style, self.records = root, style, records
-        self.dump_layout = dump_layout
+        self.dump_layout, self.log_format = dump_layout, log_format
         self.broker_dumps: dict[int, IO[str]] = {}
         self.segment_batches = max(1, segment_batches)
         self.summary_files = 0
@@ -175,6 +178,14 @@ class _Writer:
             k = min(movable, 1 + zlib.crc32(f"{h.topic}/{h.partition}/{broker}/remote".encode()) % 3)
             segments = segments[k:]
         for i, (seg_base, batches) in segments:
+            if self.log_format == "segments":
+                data = encode_segment(batches, torn_bytes=r.torn_bytes if i == newest else 0)
+                with open(folder / segment_file_name(seg_base), "wb") as out:
+                    out.write(data)
+                self.bytes += len(data)
+                self.summary_files += 1
+                self.batches += len(batches)
+                continue
             lines = dump_lines(LOG_DIR, h.topic, h.partition, seg_base, batches,
                                invalid_bytes=r.torn_bytes if i == newest else 0, style=self.style,
                                records=self.records)

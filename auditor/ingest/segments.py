@@ -1,0 +1,297 @@
+"""Kafka's own segment files (``<20-digit base>.log``, SPEC 3.3), decoded where Spark runs
+its tasks. Format facts: ``docs/kafka-segments.md``.
+
+The walk reads each batch's header and nothing more (61 bytes for a v2 batch, 18 for a
+legacy entry): the next batch starts at ``position + 12 + length``, so a segment of 16 KiB
+batches is read at well under 1% of its bytes. Control batches (transaction markers,
+LeaderChange) are small and read whole. ``verify_crc`` reads every batch whole once and
+compares its CRC (CRC-32C for magic 2, CRC-32 for magic 0 and 1).
+
+:func:`walk_segment` is the walk of one open file: a row per batch (``B``), per quarantined
+header (``Q``, a value Kafka never writes; the walk goes on after it) and one per file
+(``F``: where and why the walk stopped, and the file's bytes accounted for). It is plain
+Python over ``os.pread``, so the tests run it on any bytes; :func:`read_segments` runs it in
+Spark's tasks (``mapInArrow`` over a list of files, each task opening its own), so no file
+content ever goes through the driver. Payload bytes are never kept: a batch row holds
+offsets, epochs, sizes, CRCs, counts and flags only.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+#: A v2 batch's header (KAFKA-FORMATS 5.2): baseOffset, batchLength, partitionLeaderEpoch,
+#: magic, crc, attributes, lastOffsetDelta, baseTimestamp, maxTimestamp, producerId,
+#: producerEpoch, baseSequence, recordsCount.
+V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+V2_HEADER_BYTES = V2_HEADER.size  # 61
+#: A legacy entry's first bytes: offset, size, crc, magic, attributes.
+LEGACY_HEADER = struct.Struct(">qiIbb")
+LEGACY_HEADER_BYTES = LEGACY_HEADER.size  # 18
+#: Where the walk looks for the next batch: offset int64, length int32, then the magic at
+#: byte 16 (Kafka's ``FileLogInputStream`` needs more than this many bytes).
+LOG_OVERHEAD = 17
+#: The smallest length field of any entry (``RECORD_OVERHEAD_V0``), and per magic.
+MIN_LENGTH = 14
+MIN_LENGTH_OF = {0: 14, 1: 22, 2: 49}
+MAX_OFFSET = (1 << 63) - 1
+#: Control record types (KAFKA-FORMATS 5.2, ``ControlRecordType``).
+CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER", 4: "SNAPSHOT_FOOTER",
+                 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
+#: How a walk ends (``F`` rows' ``stop``).
+END, SHORT, BAD_LENGTH, BAD_MAGIC, BELOW_MINIMUM, PAST_END, SHRUNK = (
+    "end", "at most 17 bytes remain", "length below 14", "magic not 0, 1 or 2", "length below its magic's minimum",
+    "batch runs past the end of the file", "file shrank while read")
+
+#: The decoded rows (Arrow and Spark types alike).
+COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
+    ("file_id", pa.int32()), ("row_kind", pa.string()), ("position", pa.int64()), ("size", pa.int64()),
+    ("magic", pa.int32()), ("base_offset", pa.int64()), ("last_offset", pa.int64()), ("epoch", pa.int32()),
+    ("crc", pa.int64()), ("record_count", pa.int64()), ("codec", pa.int32()),
+    ("is_transactional", pa.bool_()), ("is_control", pa.bool_()), ("producer_id", pa.int64()),
+    ("producer_epoch", pa.int32()), ("base_sequence", pa.int32()), ("control_type", pa.string()),
+    ("leader_id", pa.int32()), ("is_valid", pa.bool_()), ("error", pa.string()),
+    # F rows: the file's size when opened and where its bytes went (SPEC 3.3 "Accounting")
+    ("file_bytes", pa.int64()), ("batch_bytes", pa.int64()), ("quarantined_bytes", pa.int64()),
+    ("tail_position", pa.int64()), ("tail_bytes", pa.int64()), ("tail_zero", pa.bool_()),
+    ("vanished_bytes", pa.int64()), ("bytes_read", pa.int64()), ("stop", pa.string()),
+    ("crc_verified", pa.int64()), ("crc_unverified", pa.int64()), ("unreadable", pa.string()),
+)
+_SPARK_TYPES = {pa.int64(): "bigint", pa.int32(): "int", pa.string(): "string", pa.bool_(): "boolean"}
+SPARK_SCHEMA = ", ".join(f"{name} {_SPARK_TYPES[t]}" for name, t in COLUMNS)
+ARROW_SCHEMA = pa.schema(list(COLUMNS))
+#: The file list :func:`read_segments` hands its tasks.
+FILE_LIST_DDL = "file_id int, path string, newest boolean, segment_base_offset bigint"
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A zig-zag varint (a record's) at ``pos``: its value and the position after it.
+
+    Raises:
+        ValueError: the bytes end inside it, or it is longer than 10 bytes.
+    """
+    shift = raw = 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise ValueError("varint")
+        b = data[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+
+
+def control_record(records: bytes) -> tuple[str | None, int | None]:
+    """The control type and, for a LeaderChange, the leader id of an uncompressed control
+    batch's first record (``records``: the bytes after the 61-byte header); ``(None, None)``
+    when its key does not parse (an unknown type, as a dump without record lines)."""
+    try:
+        _, pos = _varint(records, 0)  # record length
+        pos += 1  # attributes
+        _, pos = _varint(records, pos)  # timestampDelta
+        _, pos = _varint(records, pos)  # offsetDelta
+        key_length, pos = _varint(records, pos)
+        if key_length < 4 or pos + key_length > len(records):
+            return None, None
+        _, type_id = struct.unpack_from(">hh", records, pos)
+        pos += key_length
+        name = CONTROL_TYPES.get(type_id, f"UNKNOWN({type_id})")
+        if type_id != 2:
+            return name, None
+        value_length, pos = _varint(records, pos)
+        if value_length < 6 or pos + value_length > len(records):
+            return name, None
+        _, leader = struct.unpack_from(">hi", records, pos)  # LeaderChangeMessage: version, LeaderId
+        return name, leader
+    except (ValueError, struct.error):
+        return None, None
+
+
+def _quarantine(base: int, last: int, epoch: int, delta: int, count: int) -> str | None:
+    """Why a header holds a value Kafka never writes (SPEC 3.3, 8), or None."""
+    if base < 0:
+        return f"baseOffset {base} is negative"
+    if delta < 0:
+        return f"lastOffsetDelta {delta} is negative"
+    if last > MAX_OFFSET:
+        return f"last offset {last} is above 2^63 - 1"
+    if epoch < -1:
+        return f"partitionLeaderEpoch {epoch} is below -1"
+    if count < 0:
+        return f"recordsCount {count} is negative"
+    return None
+
+
+def walk_segment(read: Callable[[int, int], bytes], size: int, *, newest: bool, segment_base: int,
+                 verify_crc: bool = False) -> list[dict[str, Any]]:
+    """Walk one segment file of ``size`` bytes (its size when opened), reading with
+    ``read(position, n)`` (fewer bytes back: the file shrank). Returns the ``B`` and ``Q``
+    rows in file order, then the file's ``F`` row (see :data:`COLUMNS`; ``file_id`` unset).
+
+    ``newest``: the replica's newest segment (a zero tail there is preallocated space);
+    ``segment_base``: its base offset (a legacy wrapper's base when it comes first).
+    """
+    import crc32c
+
+    rows: list[dict[str, Any]] = []
+    pos = batch_bytes = quarantined = bytes_read = verified = unverified = 0
+    prev_last = segment_base - 1
+    stop = END
+    while True:
+        remaining = size - pos
+        if remaining <= 0:
+            break
+        if remaining <= LOG_OVERHEAD:
+            stop = SHORT
+            break
+        head = read(pos, min(V2_HEADER_BYTES, remaining))
+        if len(head) < min(V2_HEADER_BYTES, remaining):
+            stop = SHRUNK
+            break
+        length = struct.unpack_from(">i", head, 8)[0]
+        magic = head[16]
+        if length < MIN_LENGTH:
+            stop = BAD_LENGTH
+            break
+        if magic not in MIN_LENGTH_OF:
+            stop = BAD_MAGIC
+            break
+        if length < MIN_LENGTH_OF[magic]:
+            stop = BELOW_MINIMUM
+            break
+        total = length + 12
+        if total > remaining:
+            stop = PAST_END
+            break
+        row: dict[str, Any] = {"position": pos, "size": total, "magic": magic}
+        whole: bytes | None = None
+        if magic == 2:
+            (base, _, epoch, _, crc, attributes, delta, _, _, producer_id, producer_epoch, base_sequence,
+             count) = V2_HEADER.unpack_from(head)
+            last = base + delta
+            control = bool(attributes & 0x20)
+            codec = attributes & 0x07
+            needed = V2_HEADER_BYTES
+            if control or verify_crc:
+                whole = head if total == len(head) else read(pos, total)
+                needed = total
+                if len(whole) < total:
+                    stop = SHRUNK
+                    break
+            row.update(base_offset=base, last_offset=last, epoch=epoch, crc=crc, record_count=count, codec=codec,
+                       is_transactional=bool(attributes & 0x10), is_control=control, producer_id=producer_id,
+                       producer_epoch=producer_epoch, base_sequence=base_sequence)
+            if control and codec == 0 and whole is not None:
+                row["control_type"], row["leader_id"] = control_record(whole[V2_HEADER_BYTES:])
+            problem = _quarantine(base, last, epoch, delta, count)
+            if verify_crc and whole is not None:
+                row["is_valid"] = crc32c.crc32c(memoryview(whole)[21:]) == crc
+        else:
+            offset, _, crc, _, attributes = LEGACY_HEADER.unpack_from(head)
+            codec = attributes & 0x07
+            needed = LEGACY_HEADER_BYTES
+            base = offset if codec == 0 else prev_last + 1
+            row.update(base_offset=base, last_offset=offset, epoch=-1, crc=crc, record_count=offset - base + 1,
+                       codec=codec, is_transactional=False, is_control=False)
+            problem = (f"offset {offset} is negative" if offset < 0 else
+                       f"a compressed entry at offset {offset} follows a batch ending at {prev_last}"
+                       if base > offset else None)
+            if verify_crc:
+                whole = head if total == len(head) else read(pos, total)
+                needed = total
+                if len(whole) < total:
+                    stop = SHRUNK
+                    break
+                row["is_valid"] = (zlib.crc32(memoryview(whole)[16:]) & 0xFFFFFFFF) == crc
+        bytes_read += needed
+        if problem is not None:
+            rows.append({**row, "row_kind": "Q", "error": problem})
+            quarantined += total
+        else:
+            rows.append({**row, "row_kind": "B"})
+            batch_bytes += total
+            prev_last = row["last_offset"]
+            if verify_crc:
+                verified += 1
+            else:
+                unverified += 1
+        pos += total
+    tail = size - pos
+    zero = None
+    if stop == SHRUNK:
+        vanished, tail = tail, 0
+    else:
+        vanished = 0
+        if tail and newest:
+            # a preallocated tail: fewer than 18 bytes, read to check, or a zero 17-byte header
+            check = read(pos, tail if tail <= LOG_OVERHEAD else LOG_OVERHEAD)
+            bytes_read += len(check)
+            zero = len(check) == min(tail, LOG_OVERHEAD) and not any(check)
+    rows.append({"row_kind": "F", "file_bytes": size, "batch_bytes": batch_bytes, "quarantined_bytes": quarantined,
+                 "tail_position": pos if tail else None, "tail_bytes": tail, "tail_zero": zero if tail else None,
+                 "vanished_bytes": vanished, "bytes_read": bytes_read, "stop": stop, "crc_verified": verified,
+                 "crc_unverified": unverified})
+    return rows
+
+
+def read_file(path: str, *, newest: bool, segment_base: int, verify_crc: bool = False) -> list[dict[str, Any]]:
+    """:func:`walk_segment` over the file at ``path``, opened once, read with ``pread``;
+    a file that cannot be opened is one ``F`` row with ``unreadable`` set."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        return [{"row_kind": "F", "file_bytes": 0, "batch_bytes": 0, "quarantined_bytes": 0, "tail_bytes": 0,
+                 "vanished_bytes": 0, "bytes_read": 0, "crc_verified": 0, "crc_unverified": 0,
+                 "stop": END, "unreadable": exc.strerror or str(exc)}]
+    try:
+        size = os.fstat(fd).st_size  # the size when opened: a growing file is read up to it
+
+        def read(position: int, n: int) -> bytes:
+            return os.pread(fd, n, position)
+
+        try:
+            return walk_segment(read, size, newest=newest, segment_base=segment_base, verify_crc=verify_crc)
+        except OSError as exc:
+            return [{"row_kind": "F", "file_bytes": size, "batch_bytes": 0, "quarantined_bytes": 0, "tail_bytes": 0,
+                     "vanished_bytes": 0, "bytes_read": 0, "crc_verified": 0, "crc_unverified": 0,
+                     "stop": END, "unreadable": exc.strerror or str(exc)}]
+    finally:
+        os.close(fd)
+
+
+def _decoder(verify_crc: bool) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """``mapInArrow`` body: file list rows in, one row per batch and file out, each file
+        read here, by the task that decodes it."""
+        for batch in batches:
+            listed = batch.to_pydict()
+            for file_id, path, newest, base in zip(listed["file_id"], listed["path"], listed["newest"],
+                                                   listed["segment_base_offset"], strict=True):
+                rows = read_file(path, newest=bool(newest), segment_base=base, verify_crc=verify_crc)
+                columns: dict[str, list[Any]] = {"file_id": [file_id] * len(rows)}
+                for name, _ in COLUMNS[1:]:
+                    columns[name] = [r.get(name) for r in rows]
+                yield pa.RecordBatch.from_pydict(columns, schema=ARROW_SCHEMA)
+    return decode
+
+
+def read_segments(spark: Any, files: Sequence[tuple[int, str, bool, int]], verify_crc: bool = False,
+                  spill: str | None = None) -> Any:
+    """DataFrame of the rows (:data:`COLUMNS`) of the segment ``files``
+    (``(file_id, path, newest, segment_base_offset)``). The file list is spread over the
+    session's cores and each task opens and walks its own files: only paths go through
+    the driver. Every executor must see the same paths (as with dumps)."""
+    from auditor.frames import local_frame
+
+    listed = local_frame(spark, list(files), FILE_LIST_DDL, spill=spill)
+    if len(files) > 1:
+        # dealt round-robin over a few tasks per core: a task walks its own files
+        listed = listed.repartition(min(len(files), spark.sparkContext.defaultParallelism * 4))
+    return listed.mapInArrow(_decoder(verify_crc), SPARK_SCHEMA)
