@@ -89,7 +89,8 @@ def corrupt_batches(batches: DataFrame, segments: DataFrame, seg_end: DataFrame)
         bad, "CORRUPT_BATCH", "CRITICAL", col("base_offset"), col("last_offset") + 1, col("epoch"),
         F.format_string("Replica %d holds a batch at offsets %d-%d whose CRC does not match its content (isvalid: false).",
                         col("replica"), col("base_offset"), col("last_offset")),
-        F.struct("file", "line_number", "crc"))
+        # (a segment file's batch is named by its byte position, SPEC 3.3)
+        F.struct("file", "line_number", *(["byte_offset"] if "byte_offset" in batches.columns else []), "crc"))
     newest = segments.groupBy(*KEY).agg(F.max("segment_base_offset").alias("newest"))
     torn = (segments.filter(col("invalid_bytes") > 0).join(newest, KEY, "left")
             .join(seg_end, [*KEY, "segment_base_offset"], "left"))

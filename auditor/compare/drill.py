@@ -111,7 +111,7 @@ def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: 
             batches = source.dumps.batches_of(items).drop("file_id").select(
                 "*", window_of(col("base_offset")).alias("win"))
             if segment_batches is not None:
-                batches = batches.unionByName(segment_batches)
+                batches = batches.unionByName(segment_batches, allowMissingColumns=True)
             return _merged(batches, whole, windows, work_dir, label, plan)
     return _merged(batches, whole, windows, work_dir, label, plans.after_scan)
 

@@ -139,7 +139,7 @@ class BatchSource:
             items = materialise({"items": self.dumps.items()}, self.work_dir, "all-batches-items", self.plan)["items"]
             merged = merged_batches(self.dumps, items)
             if self.segments is not None:
-                merged = merged.unionByName(self.segments)
+                merged = merged.unionByName(self.segments, allowMissingColumns=True)
             self.stored = materialise({"batches": merged}, self.work_dir, "all-batches", self.plan)["batches"]
         return self.stored
 

@@ -251,7 +251,7 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
                 "file_id", lit(0).alias("sec"), col("rel").alias("file"), "snapshot", col("broker").alias("replica"),
                 "topic", "partition", "segment_base_offset"))
             if per_batch:
-                seg_frames["segment_batches"] = seg_batches.drop("file_id", "sec", "byte_offset")
+                seg_frames["segment_batches"] = seg_batches.drop("file_id", "sec")
         entries = cps.entries.withColumnRenamed("broker", "replica")
         replicas = _replicas(files, segments, cps.files)
         # Cut point 2 (one job): the parsed tables, from the stored scan rows.
@@ -284,14 +284,14 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
     seg_batches_stored = parsed.pop("segment_batches", None)
     parsed.pop("segment_bytes", None)  # read by runs.counts from the work dir
     if stored_batches is not None and seg_batches_stored is not None:
-        stored_batches = stored_batches.unionByName(seg_batches_stored)
+        stored_batches = stored_batches.unionByName(seg_batches_stored, allowMissingColumns=True)
     elif seg_batches_stored is not None:
         stored_batches = seg_batches_stored
     source = BatchSource(dumps=DumpFiles(spark, dump_files, dump_frame, sections, spill=work_dir,
                                          shadowed=shadow),
                          stored=stored_batches, work_dir=work_dir, plan=parse,
                          segments=None if per_batch or seg_rows is None or seg_place is None else
-                         seg.segment_batches(seg_rows, seg_place).drop("file_id", "sec", "byte_offset"))
+                         seg.segment_batches(seg_rows, seg_place).drop("file_id", "sec"))
     return Snapshot(
         format="kafka", root=found.root, snapshots=found.snapshots, work_dir=work_dir,
         files_read=len(found.files), files_skipped=found.skipped, source=source, sections=sections,

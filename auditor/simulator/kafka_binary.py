@@ -100,6 +100,13 @@ def _value_size(offset_delta: int, record_bytes: int) -> int:
     return v
 
 
+@functools.lru_cache(maxsize=4096)
+def _records(count: int, record_bytes: int) -> bytes:
+    """``count`` records of ``record_bytes`` each, values zero (the same for every batch of
+    that shape: only the last value's last four bytes differ, chosen per batch)."""
+    return b"".join(record(i, bytes(_value_size(i, record_bytes))) for i in range(count))
+
+
 def encode_batch(b: Batch, *, corrupt: bool | None = None) -> bytes:
     """Batch ``b`` as a broker stores it: ``b.size`` bytes whose CRC-32C field is ``b.crc``
     and matches the bytes (``corrupt``, default ``not b.valid``: one value byte is then
@@ -122,13 +129,8 @@ def encode_batch(b: Batch, *, corrupt: bool | None = None) -> bytes:
         prefix = tail + zigzag(len(fields) + 6 + 1) + fields + struct.pack(">h", 0)
         body = prefix + forge(crc32c.crc32c(prefix), _crc_before_suffix(b.crc, b"\x00")) + b"\x00"
     else:
-        records = []
-        for i in range(b.count):
-            value = bytes(_value_size(i, b.bytes_per_record))
-            records.append(record(i, value))
-        joined = tail + b"".join(records)
         # the last record ends with its value's last four bytes, then its header count (0)
-        prefix = joined[:-5]
+        prefix = tail + _records(b.count, b.bytes_per_record)[:-5]
         body = prefix + forge(crc32c.crc32c(prefix), _crc_before_suffix(b.crc, b"\x00")) + b"\x00"
     if corrupt if corrupt is not None else not b.valid:
         spot = len(body) - 6

@@ -1,0 +1,194 @@
+"""Auditing Kafka's own segment files (SPEC 3.3) end to end, in this process: the same
+simulated cluster written as segments and as dumps gives the same tables; the byte
+accounting of ``runs.counts``; segments beside dumps; damage named by file and byte."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from auditor.config import Config
+from auditor.run import run_audit
+from auditor.simulator import simulate
+from auditor.simulator.kafka_binary import encode_batch, encode_segment
+from auditor.simulator.kafka_text import Batch, dump_segment
+from tests.conftest import checkpoint, write
+from tests.segment_model import walk as model_walk
+
+pytestmark = pytest.mark.spark
+
+LABEL = "2026-03-01T00:00:00Z"
+#: columns that name the run or where a batch was read (a dump's line, a segment's byte)
+RUN_COLUMNS = {"run_id", "audit_time", "finding_id", "first_seen"}
+PLACE_KEYS = ("file", "line_number", "byte_offset", "first")
+
+
+def tables(out: Path) -> dict[str, list[str]]:
+    """The data tables under ``out``, rows as sorted JSON, run and place columns aside."""
+    found = {}
+    for name in ("findings", "replica_status", "partition_status", "epoch_lineage"):
+        rows = []
+        for r in DeltaTable(str(out / name)).to_pyarrow_table().to_pylist():
+            r = {k: v for k, v in r.items() if k not in RUN_COLUMNS}
+            if r.get("details"):
+                details = json.loads(r["details"])
+                for key in PLACE_KEYS:
+                    details.pop(key, None)
+                r["details"] = details
+            rows.append(json.dumps(r, sort_keys=True, default=str))
+        found[name] = sorted(rows)
+    return found
+
+
+def counts(out: Path) -> dict:
+    return json.loads(DeltaTable(str(out / "runs")).to_pyarrow_table().column("counts")[0].as_py())
+
+
+@pytest.fixture(scope="module")
+def both_ways(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("both-ways")
+    for fmt in ("dumps", "segments"):
+        simulate(base / fmt, brokers=3, topics=3, partitions=2, batches=30, seed=11, kraft_controllers=0,
+                 log_format=fmt, segment_batches=12)
+    return {"dumps": base / "dumps", "segments": base / "segments", "base": base}
+
+
+@pytest.fixture(scope="module")
+def audited(spark: object, both_ways: dict[str, Path]) -> dict[str, Path]:
+    base = both_ways["base"]
+    outs = {}
+    for name, path, verify in (("dumps", both_ways["dumps"], False), ("segments", both_ways["segments"], False),
+                               ("verified", both_ways["segments"], True)):
+        out = base / f"out-{name}"
+        run_audit(spark, str(path), str(out), Config(verify_crc=verify), run_id="r", snapshot_label=LABEL)
+        outs[name] = out
+    return outs
+
+
+def test_segments_and_dumps_of_one_cluster_give_the_same_tables(audited: dict[str, Path]) -> None:
+    dumps, verified = tables(audited["dumps"]), tables(audited["verified"])
+    assert any('"CORRUPT_BATCH"' in r for r in dumps["findings"])  # the cluster has damage to find
+    assert dumps == verified
+
+
+def test_headers_only_knows_no_batch_to_be_invalid(audited: dict[str, Path]) -> None:
+    """Without --verify-crc only the batches whose CRC does not match are missed: every
+    other row is the same."""
+    dumps, plain = tables(audited["dumps"]), tables(audited["segments"])
+    missed = sorted(set(dumps["findings"]) - set(plain["findings"]))
+    assert missed and all('"CORRUPT_BATCH"' in r and '"CRITICAL"' in r and "isvalid" in r for r in missed)
+    assert set(plain["findings"]) <= set(dumps["findings"])
+    assert plain["replica_status"] == dumps["replica_status"] and plain["epoch_lineage"] == dumps["epoch_lineage"]
+    c = counts(audited["segments"])
+    assert c["crc_verified"] is False and c["crc_verified_batches"] == 0 and c["crc_unverified_batches"] == c["batches"]
+    assert counts(audited["verified"])["crc_verified"] is True
+    assert counts(audited["dumps"])["crc_verified"] is None and counts(audited["dumps"])["segment_files"] == 0
+
+
+def test_byte_accounting(audited: dict[str, Path], both_ways: dict[str, Path]) -> None:
+    logs = sorted(both_ways["segments"].rglob("*.log"))
+    size = sum(p.stat().st_size for p in logs)
+    for name in ("segments", "verified"):
+        c = counts(audited[name])
+        assert c["segment_files"] == len(logs) and c["segment_bytes"] == size
+        assert size == c["batch_bytes"] + c["quarantined_bytes"] + c["zero_tail_bytes"] + c["invalid_tail_bytes"] \
+            + c["vanished_bytes"]
+        assert c["invalid_tail_bytes"] > 0  # the simulated torn writes
+    plain, verified = counts(audited["segments"]), counts(audited["verified"])
+    # --verify-crc: every batch read whole once, plus at most 17 bytes to look at each
+    # newest segment's tail; never more than the files hold
+    beyond = verified["bytes_read"] - verified["batch_bytes"] - verified["quarantined_bytes"]
+    assert 0 < beyond <= 17 * verified["replicas"] and verified["bytes_read"] <= size
+    # headers only: 61 bytes per data batch, control batches whole, the newest segments'
+    # tails looked at (the model's walk of each file, independently)
+    expected = 0
+    for path in logs:
+        data = path.read_bytes()
+        walked = model_walk(data, newest=True)
+        expected += sum(size if data[pos + 22] & 0x20 else 61 for pos, size, *_ in walked.entries)
+        newest = max(p.name for p in path.parent.glob("*.log")) == path.name
+        if newest and walked.stop < len(data):
+            expected += min(len(data) - walked.stop, 17)
+    assert plain["bytes_read"] == expected < plain["batch_bytes"]
+
+
+def _replica(root: Path, broker: int, topic: str = "t", partition: int = 0) -> Path:
+    folder = root / f"broker={broker}" / "data" / f"{topic}-{partition}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _log_dir(root: Path, broker: int, hwm: int) -> None:
+    write(root / f"broker={broker}" / "data" / "replication-offset-checkpoint", checkpoint([("t", 0, hwm)]))
+
+
+def _batches(first: int, n: int, epoch: int = 1) -> list[Batch]:
+    return [Batch(o, o, epoch, 1000 + o, bytes_per_record=18) for o in range(first, first + n)]
+
+
+def test_segments_beside_dumps(spark: object, tmp_path: Path) -> None:
+    """A replica's segments are the union of its .log files and its dump sections: a dump of
+    a segment the .log holds is skipped (its lines counted as skipped), a dump of a newer
+    segment is read, and that newer segment is the newest (the .log's zero tail is then
+    invalid bytes)."""
+    root = tmp_path / "snap"
+    leader = _replica(root, 1)
+    (leader / "00000000000000000000.log").write_bytes(encode_segment(_batches(0, 5)))
+    # the same segment dumped (with different CRCs: were it read, the replicas would differ)
+    write(leader / "00000000000000000000.log.txt",
+          dump_segment("/k", "t", 0, 0, [Batch(o, o, 1, 9, bytes_per_record=18) for o in range(5)]))
+    write(leader / "00000000000000000005.log.txt", dump_segment("/k", "t", 0, 5, _batches(5, 3)))
+    write(leader / "leader-epoch-checkpoint", checkpoint([(1, 0)]))
+    follower = _replica(root, 2)
+    (follower / "00000000000000000000.log").write_bytes(encode_segment(_batches(0, 5)) + bytes(40))
+    write(follower / "00000000000000000005.log.txt", dump_segment("/k", "t", 0, 5, _batches(5, 3)))
+    write(follower / "leader-epoch-checkpoint", checkpoint([(1, 0)]))
+    for b in (1, 2):
+        _log_dir(root, b, 8)
+    write(root / "topics-describe.txt", "Topic: t\tPartitionCount: 1\tReplicationFactor: 2\tConfigs: \n"
+          "\tTopic: t\tPartition: 0\tLeader: 1\tReplicas: 1,2\tIsr: 1,2\n")
+    out = tmp_path / "out"
+    run_audit(spark, str(root), str(out), Config(), run_id="r", snapshot_label=LABEL)
+    status = {r["replica"]: r for r in DeltaTable(str(out / "replica_status")).to_pyarrow_table().to_pylist()}
+    assert {b: (s["log_end_offset"], s["batch_count"], s["status"]) for b, s in status.items()} == {
+        1: (8, 8, "leader"), 2: (8, 8, "in_sync")}
+    findings = DeltaTable(str(out / "findings")).to_pyarrow_table().to_pylist()
+    torn = [f for f in findings if f["check"] == "CORRUPT_BATCH"]
+    assert len(torn) == 1 and torn[0]["replica"] == 2 and torn[0]["severity"] == "CRITICAL"
+    details = json.loads(torn[0]["details"])
+    assert details["byte_offset"] == 5 * 79 and details["invalid_bytes"] == 40 and details["newest_segment"] is False
+    assert details["file"] == "broker=2/data/t-0/00000000000000000000.log"
+    c = counts(out)
+    assert c["lines_skipped"] >= 7 and c["segment_files"] == 2 and c["invalid_tail_bytes"] == 40
+
+
+def test_damage_is_named_by_file_and_byte(spark: object, tmp_path: Path) -> None:
+    root = tmp_path / "snap"
+    folder = _replica(root, 1)
+    good = encode_segment(_batches(0, 3))
+    bad = bytearray(encode_batch(Batch(3, 3, 1, 5, bytes_per_record=18)))
+    struct.pack_into(">i", bad, 12, -7)  # an epoch Kafka never writes
+    flipped = encode_batch(Batch(4, 4, 1, 6, bytes_per_record=18, valid=False))
+    (folder / "00000000000000000000.log").write_bytes(good + bytes(bad) + flipped)
+    write(folder / "leader-epoch-checkpoint", checkpoint([(1, 0)]))
+    _log_dir(root, 1, 5)
+    out = tmp_path / "out"
+    run_audit(spark, str(root), str(out), Config(verify_crc=True), run_id="r", snapshot_label=LABEL)
+    errors = DeltaTable(str(out / "parse_errors")).to_pyarrow_table().to_pylist()
+    assert len(errors) == 1
+    e = errors[0]
+    assert (e["file"], e["line_number"], e["byte_offset"]) == ("broker=1/data/t-0/00000000000000000000.log", None,
+                                                               len(good))
+    assert "partitionLeaderEpoch -7" in e["error"] and "partitionLeaderEpoch: -7" in e["line"]
+    corrupt = [f for f in DeltaTable(str(out / "findings")).to_pyarrow_table().to_pylist()
+               if f["check"] == "CORRUPT_BATCH"]
+    assert len(corrupt) == 1 and corrupt[0]["offset_start"] == 4
+    assert json.loads(corrupt[0]["details"])["byte_offset"] == len(good) + len(bad)
+    c = counts(out)
+    assert c["quarantined_bytes"] == len(bad) and c["batches"] == 4 and c["files_unusable"] == 0
+    shutil.rmtree(out)
