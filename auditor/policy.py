@@ -183,7 +183,7 @@ class SizePolicy:
 
     Attributes:
         input_bytes: the bytes of the input's files.
-        dump_bytes: the bytes of its dump files (Kafka's text format).
+        dump_bytes: the bytes of its dump files (Kafka's text format) and segment files.
         replicas: about how many replicas it holds (partition folders per broker); 0 when
             the walk cannot tell (tables, etcd).
         incremental: an incremental run (dump files read from the store): the scan never

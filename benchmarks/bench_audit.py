@@ -45,6 +45,12 @@ after the other:
 - ``no_kraft_audit_s`` (with ``--no-kraft``): the audit of the same cluster simulated with
   no KRaft quorum (``--kraft-controllers 0``; the other snapshots have ``simulate``'s
   3-controller quorum, whose metadata log every broker holds too), and ``kraft_over_none``;
+- ``segments_audit_s`` (with ``--segments``): the audit of the same cluster written as Kafka's
+  own segment files (``simulate --format segments``: the same batches, no dump step), run
+  right after the dumps' audit; ``segments_over_dumps`` and ``segments_over_python``, its
+  ``segment_bytes``, ``segments_bytes_read`` (``runs.counts.bytes_read``: headers only) and
+  ``segments_bytes_read_per_batch``; the segments' audit must find the followers the
+  dumps' audit finds;
 - ratios: ``audit_over_floor``, ``audit_over_python`` (below 1: the audit is faster),
   ``audit_over_scan_only``.
 
@@ -327,6 +333,14 @@ def audited_divergence(out: Path, run_id: str) -> int:
                and r["divergence_offset"] is not None)
 
 
+def run_counts(out: Path, run_id: str) -> dict[str, object]:
+    """The run's ``runs.counts``."""
+    from auditor.sinks.arrow_read import read_delta
+
+    rows = read_delta(str(out / "runs"), columns=["run_id", "status", "counts"]).to_pylist()
+    return next(json.loads(r["counts"]) for r in rows if r["run_id"] == run_id and r["status"] == "SUCCEEDED")
+
+
 def healthy_args(sim_args: list[str]) -> list[str]:
     """The same simulate arguments with no fault."""
     i = sim_args.index("--faults")
@@ -348,6 +362,7 @@ def run_audit(work: Path, label: str, root: Path, events: Path | None = None) ->
     seconds, out = timed([PY, "-c", AUDIT, str(root), str(out_dir), *extra], cwd=str(REPO))
     info = json.loads(out.strip().splitlines()[-1])
     info["diverged"] = audited_divergence(out_dir, info["run_id"])
+    info["counts"] = run_counts(out_dir, info["run_id"])
     shutil.rmtree(out_dir, ignore_errors=True)
     return seconds, info
 
@@ -399,6 +414,8 @@ def main() -> None:
     parser.add_argument("--mix", action="store_true",
                         help="also audit the same size simulated with real clusters' shapes (tiered storage, "
                              "DeleteRecords, transactions, a compacted __consumer_offsets)")
+    parser.add_argument("--segments", action="store_true",
+                        help="also audit the same cluster written as segment files (simulate --format segments)")
     parser.add_argument("--no-kraft", dest="no_kraft", action="store_true",
                         help="also audit the same cluster simulated without a KRaft quorum")
     parser.add_argument("--driver-memory", dest="driver_memory", default=None,
@@ -474,6 +491,22 @@ def main() -> None:
                        mix_over_plain=round(mix_s / audit_s, 2))
             if not args.keep:
                 shutil.rmtree(mix, ignore_errors=True)
+        if args.segments:
+            segs = work / f"snap-{name}-segments"
+            if not (segs / "topics-describe.txt").exists():
+                shutil.rmtree(segs, ignore_errors=True)
+                subprocess.run([auditor, "simulate", str(segs), "--seed", "3", "--format", "segments",
+                                "--no-shapes", *sim_args], check=True, capture_output=True)
+            seg_s, sinfo = run_audit(work, name + "-segments", segs, args.event_log)
+            assert sinfo["diverged"] == diverged, ("segments and dumps disagree on diverged followers", sinfo, diverged)
+            c = sinfo["counts"]
+            row.update(segments_audit_s=round(seg_s, 2), segments_audit_jobs=sinfo["jobs"],
+                       segment_bytes=c["segment_bytes"], segments_bytes_read=c["bytes_read"],
+                       segments_bytes_read_per_batch=round(c["bytes_read"] / max(1, c["batches"]), 1),
+                       segments_over_dumps=round(seg_s / audit_s, 3),
+                       segments_over_python=round(seg_s / float(row["python_s"]), 3))  # type: ignore[arg-type]
+            if not args.keep:
+                shutil.rmtree(segs, ignore_errors=True)
         if args.no_kraft:
             bare = work / f"snap-{name}-no-kraft"
             if not (bare / "topics-describe.txt").exists():

@@ -53,8 +53,8 @@ def counts(out: Path) -> dict:
 def both_ways(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("both-ways")
     for fmt in ("dumps", "segments"):
-        simulate(base / fmt, brokers=3, topics=3, partitions=2, batches=30, seed=11, kraft_controllers=0,
-                 log_format=fmt, segment_batches=12)
+        simulate(base / fmt, brokers=3, topics=3, partitions=1, batches=24, seed=11, kraft_controllers=0,
+                 log_format=fmt, segment_batches=10)
     return {"dumps": base / "dumps", "segments": base / "segments", "base": base}
 
 

@@ -14,6 +14,7 @@ from functools import reduce
 
 from pyspark.sql import DataFrame
 
+from auditor import columns as F
 from auditor.columns import col, lit
 from auditor.frames import local_frame
 from auditor.ingest.batches import BATCHES_DDL, BatchSource, dedupe_batches
@@ -22,8 +23,10 @@ from auditor.policy import Plan, Plans, SizePolicy
 from auditor.summarise.digest import window_of
 
 KEY = ["snapshot", "topic", "partition", "replica"]
-#: The columns of drilled batches (batch rows plus ``win``).
-DRILLED_DDL = f"{BATCHES_DDL}, win bigint"
+#: The columns of drilled batches (batch rows plus ``win``, and ``byte_offset``: a segment
+#: file's batch's position, null for the others).
+DRILLED_DDL = f"{BATCHES_DDL}, win bigint, byte_offset bigint"
+DRILLED_COLUMNS = tuple(part.strip().split(" ", 1)[0] for part in DRILLED_DDL.split(", "))
 
 
 def _wanted(rows: DataFrame, whole: DataFrame, windows: DataFrame) -> DataFrame:
@@ -87,8 +90,13 @@ def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: 
     else:
         assert source.dumps is not None
         listed = {i for i, _ in source.dumps.dump_files}
-        sections = {i: s for i, s in (sections or {}).items() if i in listed}  # (not segment files)
-        segment_batches = None if source.segments is None else source.segments.select(
+        wanted = sections or {}
+        sections = {i: s for i, s in wanted.items() if i in listed}
+        # the segment files that hold wanted batches: their stored rows alone are read
+        # (one literal set in the plan, as the dump sections' filter)
+        logs = sorted(i for i in wanted if i not in listed)
+        segment_batches = None if source.segments is None or not logs else source.segments.filter(
+            F.expr(f"file_id IN ({', '.join(map(str, logs))})")).drop("file_id").select(
             "*", window_of(col("base_offset")).alias("win"))
         if not sections:
             if segment_batches is not None:
@@ -118,5 +126,8 @@ def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: 
 
 def _merged(batches: DataFrame, whole: DataFrame, windows: DataFrame, work_dir: str, label: str,
             plan: Plan) -> DataFrame:
-    merged = dedupe_batches(_wanted(batches, whole, windows).withColumnRenamed("replica", "broker")).withColumnRenamed("broker", "replica")
+    if "byte_offset" not in batches.columns:
+        batches = batches.withColumn("byte_offset", lit(None).cast("bigint"))
+    merged = dedupe_batches(_wanted(batches, whole, windows).withColumnRenamed("replica", "broker")).withColumnRenamed(
+        "broker", "replica").select(*DRILLED_COLUMNS)
     return materialise({"drilled": merged}, work_dir, label, plan)["drilled"]

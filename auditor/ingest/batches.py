@@ -127,8 +127,8 @@ class BatchSource:
     work_dir: str | None = None
     #: how the dump files are parsed again (the load's parse plan)
     plan: Plan = Plan()
-    #: the batch rows of segment files (SPEC 3.3), from their stored decoded rows, beside
-    #: the dump files read again (a small input keeps them in ``stored``)
+    #: the batch rows of segment files (SPEC 3.3) with their ``file_id``, from their stored
+    #: decoded rows, beside the dump files read again (a small input keeps them in ``stored``)
     segments: DataFrame | None = None
 
     def all_batches(self) -> DataFrame:
@@ -139,7 +139,7 @@ class BatchSource:
             items = materialise({"items": self.dumps.items()}, self.work_dir, "all-batches-items", self.plan)["items"]
             merged = merged_batches(self.dumps, items)
             if self.segments is not None:
-                merged = merged.unionByName(self.segments, allowMissingColumns=True)
+                merged = merged.unionByName(self.segments.drop("file_id"), allowMissingColumns=True)
             self.stored = materialise({"batches": merged}, self.work_dir, "all-batches", self.plan)["batches"]
         return self.stored
 

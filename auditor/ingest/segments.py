@@ -34,6 +34,7 @@ V2_HEADER_BYTES = V2_HEADER.size  # 61
 #: A legacy entry's first bytes: offset, size, crc, magic, attributes.
 LEGACY_HEADER = struct.Struct(">qiIbb")
 LEGACY_HEADER_BYTES = LEGACY_HEADER.size  # 18
+_LENGTH = struct.Struct(">i")
 #: Where the walk looks for the next batch: offset int64, length int32, then the magic at
 #: byte 16 (Kafka's ``FileLogInputStream`` needs more than this many bytes).
 LOG_OVERHEAD = 17
@@ -129,6 +130,12 @@ def _quarantine(base: int, last: int, epoch: int, delta: int, count: int) -> str
     return None
 
 
+#: The fields of a ``B`` or ``Q`` row, in the order :func:`walk_entries` gives them.
+ENTRY_FIELDS = ("row_kind", "position", "size", "magic", "base_offset", "last_offset", "epoch", "crc",
+                "record_count", "codec", "is_transactional", "is_control", "producer_id", "producer_epoch",
+                "base_sequence", "control_type", "leader_id", "is_valid", "error")
+
+
 def walk_segment(read: Callable[[int, int], bytes], size: int, *, newest: bool, segment_base: int,
                  verify_crc: bool = False) -> list[dict[str, Any]]:
     """Walk one segment file of ``size`` bytes (its size when opened), reading with
@@ -138,12 +145,23 @@ def walk_segment(read: Callable[[int, int], bytes], size: int, *, newest: bool, 
     ``newest``: the replica's newest segment (a zero tail there is preallocated space);
     ``segment_base``: its base offset (a legacy wrapper's base when it comes first).
     """
+    entries: list[tuple[Any, ...]] = []
+    facts = walk_entries(read, size, entries, newest=newest, segment_base=segment_base, verify_crc=verify_crc)
+    return [dict(zip(ENTRY_FIELDS, e)) for e in entries] + [facts]
+
+
+def walk_entries(read: Callable[[int, int], bytes], size: int, out: list[tuple[Any, ...]], *, newest: bool,
+                 segment_base: int, verify_crc: bool = False) -> dict[str, Any]:
+    """:func:`walk_segment`'s walk: appends each ``B`` and ``Q`` row to ``out`` as a tuple of
+    :data:`ENTRY_FIELDS` and returns the ``F`` row (the decoding tasks build Arrow columns
+    from the tuples: no dictionary per batch)."""
     import crc32c
 
-    rows: list[dict[str, Any]] = []
     pos = batch_bytes = quarantined = bytes_read = verified = unverified = 0
     prev_last = segment_base - 1
     stop = END
+    unpack_v2, unpack_legacy, unpack_length = V2_HEADER.unpack_from, LEGACY_HEADER.unpack_from, _LENGTH.unpack_from
+    append = out.append
     while True:
         remaining = size - pos
         if remaining <= 0:
@@ -151,11 +169,12 @@ def walk_segment(read: Callable[[int, int], bytes], size: int, *, newest: bool, 
         if remaining <= LOG_OVERHEAD:
             stop = SHORT
             break
-        head = read(pos, min(V2_HEADER_BYTES, remaining))
-        if len(head) < min(V2_HEADER_BYTES, remaining):
+        want = V2_HEADER_BYTES if remaining > V2_HEADER_BYTES else remaining
+        head = read(pos, want)
+        if len(head) < want:
             stop = SHRUNK
             break
-        length = struct.unpack_from(">i", head, 8)[0]
+        length = unpack_length(head, 8)[0]
         magic = head[16]
         if length < MIN_LENGTH:
             stop = BAD_LENGTH
@@ -170,13 +189,12 @@ def walk_segment(read: Callable[[int, int], bytes], size: int, *, newest: bool, 
         if total > remaining:
             stop = PAST_END
             break
-        row: dict[str, Any] = {"position": pos, "size": total, "magic": magic}
-        whole: bytes | None = None
+        valid = control_type = leader = None
         if magic == 2:
             (base, _, epoch, _, crc, attributes, delta, _, _, producer_id, producer_epoch, base_sequence,
-             count) = V2_HEADER.unpack_from(head)
+             count) = unpack_v2(head)
             last = base + delta
-            control = bool(attributes & 0x20)
+            control = attributes & 0x20 != 0
             codec = attributes & 0x07
             needed = V2_HEADER_BYTES
             if control or verify_crc:
@@ -185,39 +203,39 @@ def walk_segment(read: Callable[[int, int], bytes], size: int, *, newest: bool, 
                 if len(whole) < total:
                     stop = SHRUNK
                     break
-            row.update(base_offset=base, last_offset=last, epoch=epoch, crc=crc, record_count=count, codec=codec,
-                       is_transactional=bool(attributes & 0x10), is_control=control, producer_id=producer_id,
-                       producer_epoch=producer_epoch, base_sequence=base_sequence)
-            if control and codec == 0 and whole is not None:
-                row["control_type"], row["leader_id"] = control_record(whole[V2_HEADER_BYTES:])
-            problem = _quarantine(base, last, epoch, delta, count)
-            if verify_crc and whole is not None:
-                row["is_valid"] = crc32c.crc32c(memoryview(whole)[21:]) == crc
+                if control and codec == 0:
+                    control_type, leader = control_record(whole[V2_HEADER_BYTES:])
+                if verify_crc:
+                    valid = crc32c.crc32c(memoryview(whole)[21:]) == crc
+            problem = None if base >= 0 and delta >= 0 and last <= MAX_OFFSET and epoch >= -1 and count >= 0 else \
+                _quarantine(base, last, epoch, delta, count)
+            entry = (None, pos, total, 2, base, last, epoch, crc, count, codec, attributes & 0x10 != 0, control,
+                     producer_id, producer_epoch, base_sequence, control_type, leader, valid)
         else:
-            offset, _, crc, _, attributes = LEGACY_HEADER.unpack_from(head)
+            last, _, crc, _, attributes = unpack_legacy(head)
             codec = attributes & 0x07
             needed = LEGACY_HEADER_BYTES
-            base = offset if codec == 0 else prev_last + 1
-            row.update(base_offset=base, last_offset=offset, epoch=-1, crc=crc, record_count=offset - base + 1,
-                       codec=codec, is_transactional=False, is_control=False)
-            problem = (f"offset {offset} is negative" if offset < 0 else
-                       f"a compressed entry at offset {offset} follows a batch ending at {prev_last}"
-                       if base > offset else None)
+            base = last if codec == 0 else prev_last + 1
+            problem = (f"offset {last} is negative" if last < 0 else
+                       f"a compressed entry at offset {last} follows a batch ending at {prev_last}"
+                       if base > last else None)
             if verify_crc:
                 whole = head if total == len(head) else read(pos, total)
                 needed = total
                 if len(whole) < total:
                     stop = SHRUNK
                     break
-                row["is_valid"] = (zlib.crc32(memoryview(whole)[16:]) & 0xFFFFFFFF) == crc
+                valid = (zlib.crc32(memoryview(whole)[16:]) & 0xFFFFFFFF) == crc
+            entry = (None, pos, total, magic, base, last, -1, crc, last - base + 1, codec, False, False,
+                     None, None, None, None, None, valid)
         bytes_read += needed
         if problem is not None:
-            rows.append({**row, "row_kind": "Q", "error": problem})
+            append(("Q", *entry[1:], problem))
             quarantined += total
         else:
-            rows.append({**row, "row_kind": "B"})
+            append(("B", *entry[1:], None))
             batch_bytes += total
-            prev_last = row["last_offset"]
+            prev_last = last
             if verify_crc:
                 verified += 1
             else:
@@ -234,51 +252,97 @@ def walk_segment(read: Callable[[int, int], bytes], size: int, *, newest: bool, 
             check = read(pos, tail if tail <= LOG_OVERHEAD else LOG_OVERHEAD)
             bytes_read += len(check)
             zero = len(check) == min(tail, LOG_OVERHEAD) and not any(check)
-    rows.append({"row_kind": "F", "file_bytes": size, "batch_bytes": batch_bytes, "quarantined_bytes": quarantined,
-                 "tail_position": pos if tail else None, "tail_bytes": tail, "tail_zero": zero if tail else None,
-                 "vanished_bytes": vanished, "bytes_read": bytes_read, "stop": stop, "crc_verified": verified,
-                 "crc_unverified": unverified})
-    return rows
+    return {"row_kind": "F", "file_bytes": size, "batch_bytes": batch_bytes, "quarantined_bytes": quarantined,
+            "tail_position": pos if tail else None, "tail_bytes": tail, "tail_zero": zero if tail else None,
+            "vanished_bytes": vanished, "bytes_read": bytes_read, "stop": stop, "crc_verified": verified,
+            "crc_unverified": unverified}
 
 
-def read_file(path: str, *, newest: bool, segment_base: int, verify_crc: bool = False) -> list[dict[str, Any]]:
-    """:func:`walk_segment` over the file at ``path``, opened once, read with ``pread``;
-    a file that cannot be opened is one ``F`` row with ``unreadable`` set."""
+def read_entries(path: str, *, newest: bool, segment_base: int, verify_crc: bool = False
+                 ) -> tuple[list[tuple[Any, ...]], dict[str, Any]]:
+    """:func:`walk_entries` over the file at ``path``, opened once, read with ``pread``:
+    ``(entries, F row)``. A file that cannot be opened or read is no entry and an ``F`` row
+    with ``unreadable`` set (its size when opened, if it was)."""
+    def unreadable(exc: OSError, size: int = 0) -> tuple[list[tuple[Any, ...]], dict[str, Any]]:
+        return [], {"row_kind": "F", "file_bytes": size, "batch_bytes": 0, "quarantined_bytes": 0, "tail_bytes": 0,
+                    "vanished_bytes": size, "bytes_read": 0, "crc_verified": 0, "crc_unverified": 0,
+                    "stop": END, "unreadable": exc.strerror or str(exc)}
+
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError as exc:
-        return [{"row_kind": "F", "file_bytes": 0, "batch_bytes": 0, "quarantined_bytes": 0, "tail_bytes": 0,
-                 "vanished_bytes": 0, "bytes_read": 0, "crc_verified": 0, "crc_unverified": 0,
-                 "stop": END, "unreadable": exc.strerror or str(exc)}]
+        return unreadable(exc)
     try:
         size = os.fstat(fd).st_size  # the size when opened: a growing file is read up to it
+        entries: list[tuple[Any, ...]] = []
 
         def read(position: int, n: int) -> bytes:
             return os.pread(fd, n, position)
 
         try:
-            return walk_segment(read, size, newest=newest, segment_base=segment_base, verify_crc=verify_crc)
+            return entries, walk_entries(read, size, entries, newest=newest, segment_base=segment_base,
+                                         verify_crc=verify_crc)
         except OSError as exc:
-            return [{"row_kind": "F", "file_bytes": size, "batch_bytes": 0, "quarantined_bytes": 0, "tail_bytes": 0,
-                     "vanished_bytes": 0, "bytes_read": 0, "crc_verified": 0, "crc_unverified": 0,
-                     "stop": END, "unreadable": exc.strerror or str(exc)}]
+            return unreadable(exc, size)
     finally:
         os.close(fd)
+
+
+def read_file(path: str, *, newest: bool, segment_base: int, verify_crc: bool = False) -> list[dict[str, Any]]:
+    """:func:`read_entries` as :func:`walk_segment`'s rows."""
+    entries, facts = read_entries(path, newest=newest, segment_base=segment_base, verify_crc=verify_crc)
+    return [dict(zip(ENTRY_FIELDS, e)) for e in entries] + [facts]
+
+
+#: The ``F`` row's own columns.
+FILE_FIELDS = tuple(name for name, _ in COLUMNS[1:] if name not in ENTRY_FIELDS)
+#: Rows per Arrow batch a decoding task yields (about).
+ROWS_PER_BATCH = 1 << 16
+
+
+_TYPES = dict(COLUMNS)
+
+
+def _arrow_batch(entry_ids: list[int], entries: list[tuple[Any, ...]]) -> pa.RecordBatch:
+    """The Arrow batch of entries (tuples of :data:`ENTRY_FIELDS`) and their files' ids."""
+    n = len(entries)
+    by_field = list(zip(*entries)) if entries else [()] * len(ENTRY_FIELDS)
+    arrays = {"file_id": pa.array(entry_ids, pa.int32())}
+    for k, name in enumerate(ENTRY_FIELDS):
+        arrays[name] = pa.array(by_field[k], _TYPES[name])
+    for name in FILE_FIELDS:
+        arrays[name] = pa.nulls(n, _TYPES[name])
+    return pa.RecordBatch.from_arrays([arrays[name] for name, _ in COLUMNS], schema=ARROW_SCHEMA)
+
+
+def _file_batch(files: list[tuple[int, dict[str, Any]]]) -> pa.RecordBatch:
+    """The Arrow batch of ``F`` rows."""
+    columns = {"file_id": [i for i, _ in files], **{name: [f.get(name) for _, f in files] for name, _ in COLUMNS[1:]}}
+    return pa.RecordBatch.from_pydict(columns, schema=ARROW_SCHEMA)
 
 
 def _decoder(verify_crc: bool) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """``mapInArrow`` body: file list rows in, one row per batch and file out, each file
         read here, by the task that decodes it."""
+        ids: list[int] = []
+        entries: list[tuple[Any, ...]] = []
+        files: list[tuple[int, dict[str, Any]]] = []
         for batch in batches:
             listed = batch.to_pydict()
             for file_id, path, newest, base in zip(listed["file_id"], listed["path"], listed["newest"],
                                                    listed["segment_base_offset"], strict=True):
-                rows = read_file(path, newest=bool(newest), segment_base=base, verify_crc=verify_crc)
-                columns: dict[str, list[Any]] = {"file_id": [file_id] * len(rows)}
-                for name, _ in COLUMNS[1:]:
-                    columns[name] = [r.get(name) for r in rows]
-                yield pa.RecordBatch.from_pydict(columns, schema=ARROW_SCHEMA)
+                found, facts = read_entries(path, newest=bool(newest), segment_base=base, verify_crc=verify_crc)
+                ids.extend([file_id] * len(found))
+                entries.extend(found)
+                files.append((file_id, facts))
+                if len(entries) >= ROWS_PER_BATCH:
+                    yield _arrow_batch(ids, entries)
+                    ids, entries = [], []
+        if entries:
+            yield _arrow_batch(ids, entries)
+        if files:
+            yield _file_batch(files)
     return decode
 
 

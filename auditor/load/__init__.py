@@ -39,7 +39,8 @@ def measure(path: str, format: str = "kafka", found: d.Discovery | None = None, 
     if format == "kafka" and found is not None:
         return policy.with_sizes(
             input_bytes=sum(f.size for f in found.files),
-            dump_bytes=sum(f.size for f in found.files if f.kind == d.DUMP),
+            # (segment files as dumps: a batch row each, whichever the kind)
+            dump_bytes=sum(f.size for f in found.files if f.kind in (d.DUMP, d.SEGMENT)),
             replicas=len({(f.snapshot, f.broker, f.topic, f.partition) for f in found.files}),
             incremental=incremental)
     total, stack = 0, [path]

@@ -125,6 +125,13 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
                            work_dir, "segment-rows", parse)["rows"] if segment_files else None
     seg_place = local_frame(spark, seg.place_rows(segment_files), seg.PLACE_DDL, narrow=parse.narrow,
                             spill=work_dir) if segment_files else None
+    # Their batches summarised, files and errors derived over the session's cores (one job):
+    # what the cut points after it use is then a few rows per file, as the scan's is.
+    seg_small = materialise({
+        "summaries": summarise_batches(seg.segment_batches(seg_rows, seg_place)),
+        "files": seg.file_rows(seg_rows, seg_place),
+        "errors": seg.segment_errors(seg_rows, seg_place),
+    }, work_dir, "segment-summaries", parse) if seg_rows is not None and seg_place is not None else None
     if reuse is None and store is not None:
         from auditor.load.reuse import Reuse
 
@@ -217,7 +224,8 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
         judged = shadow = None
         if seg_rows is not None and seg_place is not None:
             dumped = parts.sections.filter("is_segment").select(*REPLICA, "segment_base_offset")
-            judged = seg.segments_of(seg.file_rows(seg_rows, seg_place), dumped)
+            assert seg_small is not None
+            judged = seg.segments_of(seg_small["files"], dumped)
             if dump_files:
                 shadow = seg.shadowed_sections(parts.sections, judged)
                 parts = _without(parts, scan, shadow)
@@ -241,17 +249,17 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
                                          "segment_base_offset")
         seg_frames: dict[str, DataFrame] = {}
         if judged is not None and seg_rows is not None and seg_place is not None:
-            seg_batches = seg.segment_batches(seg_rows, seg_place)
+            assert seg_small is not None
             segments = segments.unionByName(judged.select(*SEGMENT_COLUMNS))
-            summaries = summaries.unionByName(summarise_batches(seg_batches))
-            errors = errors.unionByName(seg.segment_errors(seg_rows, seg_place))
+            summaries = summaries.unionByName(seg_small["summaries"])
+            errors = errors.unionByName(seg_small["errors"])
             seg_frames["segment_bytes"] = seg.byte_counts(judged)
             # a segment file is a section of its own (sec 0): where its batches' segment ends
             sections = sections.unionByName(seg_place.select(
                 "file_id", lit(0).alias("sec"), col("rel").alias("file"), "snapshot", col("broker").alias("replica"),
                 "topic", "partition", "segment_base_offset"))
             if per_batch:
-                seg_frames["segment_batches"] = seg_batches.drop("file_id", "sec")
+                seg_frames["segment_batches"] = seg.segment_batches(seg_rows, seg_place).drop("file_id", "sec")
         entries = cps.entries.withColumnRenamed("broker", "replica")
         replicas = _replicas(files, segments, cps.files)
         # Cut point 2 (one job): the parsed tables, from the stored scan rows.
@@ -291,7 +299,7 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
                                          shadowed=shadow),
                          stored=stored_batches, work_dir=work_dir, plan=parse,
                          segments=None if per_batch or seg_rows is None or seg_place is None else
-                         seg.segment_batches(seg_rows, seg_place).drop("file_id", "sec"))
+                         seg.segment_batches(seg_rows, seg_place).drop("sec"))
     return Snapshot(
         format="kafka", root=found.root, snapshots=found.snapshots, work_dir=work_dir,
         files_read=len(found.files), files_skipped=found.skipped, source=source, sections=sections,
