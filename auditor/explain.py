@@ -142,8 +142,24 @@ def render(view: RunView, p: PartitionView, console: Console) -> None:
         offsets = "" if f["offset_start"] is None else f", offsets {f['offset_start']}..{f['offset_end']}"
         console.print(Text.assemble(
             (f"  {f['severity']:<8}", SEVERITY_STYLE.get(f["severity"], "")),
-            f" {f['check']} ({where}{offsets}){' [suppressed]' if f['suppressed'] else ''}: {f['message']}",
+            f" {f['check']} ({where}{offsets}){' [suppressed]' if f['suppressed'] else ''}: {f['message']}"
+            f"{_place(f)}",
             (f" [{DOC_OF.get(f['check'], 'docs/contract.md#checks')}]", "dim")))
+
+
+def _place(finding: dict) -> str:
+    """Where a damaged batch or tail lies (``CORRUPT_BATCH``: its file and line, or byte
+    position in a segment file), from the finding's details; empty for other findings."""
+    if finding["check"] != "CORRUPT_BATCH" or not finding.get("details"):
+        return ""
+    import json
+
+    d = json.loads(finding["details"])
+    if not d.get("file"):
+        return ""
+    at = f" byte {d['byte_offset']}" if d.get("byte_offset") is not None else \
+        f" line {d['line_number']}" if d.get("line_number") is not None else ""
+    return f" [{d['file']}{at}]"
 
 
 def _n(value: object) -> str:

@@ -65,6 +65,7 @@ def run_counts(snap: Snapshot, tables: dict[str, pa.Table], by_check: list[tuple
         "replicas": rs.num_rows,
         "snapshots": len(snap.snapshots),
         **segment_counts(read_frame_arrow(snap.work_dir, "snapshot", "segment_bytes")),
+        **({"swap_files": snap.swap_files} if snap.swap_files else {}),
         "findings": severity_counts(by_check),
         # etcd: which replica id each member folder got (the ``replica`` column)
         **({"members": dict(sorted(snap.members.items(), key=lambda kv: kv[1]))}
@@ -143,6 +144,10 @@ def format_summary(result: RunResult) -> str:
                      + ("every batch's CRC checked" if c["crc_verified"] else
                         f"{c['crc_unverified_batches']} batches read without --verify-crc: "
                         "none is known to be invalid"))
+    if c.get("swap_files"):
+        shown = c["swap_files"][:5]
+        lines.insert(2, f"compaction results not yet swapped in (skipped; Kafka's recovery would install them): "
+                     f"{len(c['swap_files'])}: " + ", ".join(shown) + (", ..." if len(c["swap_files"]) > 5 else ""))
     if "members" in c:  # etcd: a WAL record counts as a line
         lines.insert(2, "etcd members (replica = member=NAME): "
                      + ", ".join(f"{rid} = {name}" for name, rid in c["members"].items()))

@@ -4,6 +4,7 @@ accounting of ``runs.counts``; segments beside dumps; damage named by file and b
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import struct
@@ -13,6 +14,7 @@ import pytest
 from deltalake import DeltaTable
 
 from auditor.config import Config
+from auditor.explain import explain
 from auditor.run import run_audit
 from auditor.simulator import simulate
 from auditor.simulator.kafka_binary import encode_batch, encode_segment
@@ -144,6 +146,8 @@ def test_segments_beside_dumps(spark: object, tmp_path: Path) -> None:
           dump_segment("/k", "t", 0, 0, [Batch(o, o, 1, 9, bytes_per_record=18) for o in range(5)]))
     write(leader / "00000000000000000005.log.txt", dump_segment("/k", "t", 0, 5, _batches(5, 3)))
     write(leader / "leader-epoch-checkpoint", checkpoint([(1, 0)]))
+    (leader / "00000000000000000000.log.swap").write_bytes(encode_segment(_batches(0, 2)))  # compaction's result
+    (leader / "00000000000000000000.index").write_bytes(bytes(16))
     follower = _replica(root, 2)
     (follower / "00000000000000000000.log").write_bytes(encode_segment(_batches(0, 5)) + bytes(40))
     write(follower / "00000000000000000005.log.txt", dump_segment("/k", "t", 0, 5, _batches(5, 3)))
@@ -165,6 +169,7 @@ def test_segments_beside_dumps(spark: object, tmp_path: Path) -> None:
     assert details["file"] == "broker=2/data/t-0/00000000000000000000.log"
     c = counts(out)
     assert c["lines_skipped"] >= 7 and c["segment_files"] == 2 and c["invalid_tail_bytes"] == 40
+    assert c["swap_files"] == ["broker=1/data/t-0/00000000000000000000.log.swap"] and c["files_skipped"] == 2
 
 
 def test_damage_is_named_by_file_and_byte(spark: object, tmp_path: Path) -> None:
@@ -191,4 +196,7 @@ def test_damage_is_named_by_file_and_byte(spark: object, tmp_path: Path) -> None
     assert json.loads(corrupt[0]["details"])["byte_offset"] == len(good) + len(bad)
     c = counts(out)
     assert c["quarantined_bytes"] == len(bad) and c["batches"] == 4 and c["files_unusable"] == 0
+    buf = io.StringIO()
+    explain(str(out), "t", 0, file=buf)
+    assert f"[broker=1/data/t-0/00000000000000000000.log byte {len(good) + len(bad)}]" in buf.getvalue()
     shutil.rmtree(out)

@@ -86,6 +86,9 @@ class Discovery:
     files: list[InputFile] = field(default_factory=list)
     problems: list[FileProblem] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
+    #: ``*.swap`` files (a compaction result Kafka's log recovery would install), by path
+    #: relative to the root: skipped, counted and named in the run's summary (SPEC 3.3)
+    swaps: list[str] = field(default_factory=list)
 
     @property
     def files_skipped(self) -> int:
@@ -277,6 +280,8 @@ def _walk_broker(result: Discovery, base: Path, broker_root: Path, instant: date
             kind = _classify_file(e.name, is_partition, kraft)
             if kind is None:
                 result.skipped[_skip_reason(e.name)] += 1
+                if e.name.endswith(".swap"):
+                    result.swaps.append(_rel(e.path, base))
                 continue
             topic = m.group("topic") if is_partition and m else None
             partition = int(m.group("partition")) if is_partition and m else None

@@ -87,6 +87,8 @@ class Snapshot:
     files_read: int = 0
     files_parsed: int | None = None  # None: every file read was parsed (not an incremental run)
     files_skipped: Counter[str] = field(default_factory=Counter)
+    #: ``*.swap`` files found (compaction results not yet swapped in), relative paths
+    swap_files: list[str] = field(default_factory=list)
     #: ``--format etcd``: where each member's WAL stops being readable (``CORRUPT_BATCH``),
     #: and member name -> replica id.
     wal_problems: DataFrame | None = None

@@ -302,7 +302,8 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
                          seg.segment_batches(seg_rows, seg_place).drop("sec"))
     return Snapshot(
         format="kafka", root=found.root, snapshots=found.snapshots, work_dir=work_dir,
-        files_read=len(found.files), files_skipped=found.skipped, source=source, sections=sections,
+        files_read=len(found.files), files_skipped=found.skipped, swap_files=sorted(found.swaps), source=source,
+        sections=sections,
         replica_estimate=policy.replicas, summary_rows=stored_rows(work_dir, "snapshot", "summaries"),
         **parsed,
         files_parsed=len(found.files) - (len(reuse.reused) if reuse is not None else 0),

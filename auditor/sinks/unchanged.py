@@ -66,7 +66,7 @@ def input_digest(found: d.Discovery, dump_fingerprints: Mapping[str, Fingerprint
 
     A dump file's fingerprint is the store's (``dump_fingerprints``, by absolute path).
     Every other file (checkpoints, ``topics-describe.txt``, KRaft's quorum files) is known
-    by its size and modification time, from one ``stat``: Kafka rewrites those files
+    by its size and modification time (a segment file also by its inode), from one ``stat``: Kafka rewrites those files
     whole, through a new file renamed over the old one, so a change gives a new time, and
     reading 300,000 checkpoint files' edges besides took 6 s warm and 46 s from a cold
     page cache (100,000 partitions)."""
@@ -74,7 +74,7 @@ def input_digest(found: d.Discovery, dump_fingerprints: Mapping[str, Fingerprint
         "digest": DIGEST_VERSION, "tool": __version__, "code": code_digest(), "cluster": config.cluster,
         "format": config.format, "protocol": config.effective_protocol, "severity": sorted(config.severity.items()),
         "allowlist": [list(astuple(rule)) for rule in config.allowlist],
-        "compacted_topics": sorted(config.compacted_topics),
+        "compacted_topics": sorted(config.compacted_topics), "verify_crc": config.verify_crc,
     }
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
     for f in sorted(found.files, key=lambda f: f.rel):
@@ -84,6 +84,10 @@ def input_digest(found: d.Discovery, dump_fingerprints: Mapping[str, Fingerprint
             try:
                 st = os.stat(f.path)
                 known = f"{st.st_size}:{st.st_mtime_ns}"
+                if f.kind == d.SEGMENT:
+                    # a compacted segment swapped in keeps the old one's modification time
+                    # (Kafka's cleaner sets it) but is a new file: a new inode
+                    known += f":{st.st_dev}:{st.st_ino}"
             except OSError as exc:  # gone since discovery: the full audit says what it finds
                 known = f"unreadable:{exc.errno}"
         digest.update("\x00".join([f.rel, f.kind, known]).encode() + b"\n")
