@@ -335,3 +335,25 @@ def test_the_walk_is_the_models(case: tuple[bytes, bool]) -> None:
     tail = "none" if not f["tail_bytes"] else "zero" if f.get("tail_zero") else "invalid"
     assert (f.get("tail_position") if f["tail_bytes"] else len(data), tail) == (expected.stop, expected.tail)
     assert balanced(f) and f["vanished_bytes"] == 0
+
+
+def test_metadata_log_batches_keep_their_first_and_last_control_types() -> None:
+    """The simulator's KRaft batches as Kafka stores them: their control types, the
+    LeaderChange's leader, the CRC they are given (kafka-python agrees it matches)."""
+    from auditor.simulator.kafka_binary import encode_meta_segment
+    from auditor.simulator.kraft_text import MetaBatch
+
+    batches = [MetaBatch(0, 0, ("SnapshotHeader", "KRaftVersion", "KRaftVoters"), 55, voters=(1, 2, 3)),
+               MetaBatch(3, 1, ("LeaderChange",), 1234, leader_id=2, voters=(1, 2, 3)),
+               MetaBatch(4, 1, ("data", "data"), 99),
+               MetaBatch(6, 1, ("SnapshotFooter",), 7, valid=False)]
+    data = encode_meta_segment(batches)
+    rows = walk(data, verify_crc=True)
+    assert [(r["base_offset"], r["last_offset"], r["epoch"], r["crc"], r["is_control"], r.get("control_type"),
+             r.get("last_control_type"), r.get("leader_id"), r.get("is_valid")) for r in rows[:-1]] == [
+        (0, 2, 0, 55, True, "SNAPSHOT_HEADER", "KRAFT_VOTERS", None, True),
+        (3, 3, 1, 1234, True, "LEADER_CHANGE", "LEADER_CHANGE", 2, True),
+        (4, 5, 1, 99, False, None, None, None, True),
+        (6, 6, 1, 7, True, "SNAPSHOT_FOOTER", "SNAPSHOT_FOOTER", None, False)]
+    witness = MemoryRecords(data)
+    assert [witness.next_batch().validate_crc() for _ in batches] == [True, True, True, False]

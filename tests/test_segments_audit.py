@@ -42,6 +42,8 @@ def tables(out: Path) -> dict[str, list[str]]:
                 for key in PLACE_KEYS:
                     details.pop(key, None)
                 r["details"] = details
+            if r.get("message"):  # (a file named in a message: a dump is named <file>.txt)
+                r["message"] = r["message"].replace(".checkpoint.txt", ".checkpoint").replace(".log.txt", ".log")
             rows.append(json.dumps(r, sort_keys=True, default=str))
         found[name] = sorted(rows)
     return found
@@ -55,7 +57,7 @@ def counts(out: Path) -> dict:
 def both_ways(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("both-ways")
     for fmt in ("dumps", "segments"):
-        simulate(base / fmt, brokers=3, topics=3, partitions=1, batches=24, seed=11, kraft_controllers=0,
+        simulate(base / fmt, brokers=3, topics=3, partitions=1, batches=24, seed=11, kraft_controllers=3,
                  log_format=fmt, segment_batches=10)
     return {"dumps": base / "dumps", "segments": base / "segments", "base": base}
 
@@ -75,6 +77,7 @@ def audited(spark: object, both_ways: dict[str, Path]) -> dict[str, Path]:
 def test_segments_and_dumps_of_one_cluster_give_the_same_tables(audited: dict[str, Path]) -> None:
     dumps, verified = tables(audited["dumps"]), tables(audited["verified"])
     assert any('"CORRUPT_BATCH"' in r for r in dumps["findings"])  # the cluster has damage to find
+    assert any('"KRAFT_SNAPSHOT_INVALID"' in r for r in dumps["findings"])  # and its metadata log too
     assert dumps == verified
 
 
@@ -93,11 +96,14 @@ def test_headers_only_knows_no_batch_to_be_invalid(audited: dict[str, Path]) -> 
 
 
 def test_byte_accounting(audited: dict[str, Path], both_ways: dict[str, Path]) -> None:
+    """SPEC 3.3's accounting over the segment files and the metadata log's snapshot files."""
     logs = sorted(both_ways["segments"].rglob("*.log"))
-    size = sum(p.stat().st_size for p in logs)
+    snapshots = [p for p in both_ways["segments"].rglob("*.checkpoint") if p.stat().st_size]
+    assert logs and snapshots
+    size = sum(p.stat().st_size for p in [*logs, *snapshots])
     for name in ("segments", "verified"):
         c = counts(audited[name])
-        assert c["segment_files"] == len(logs) and c["segment_bytes"] == size
+        assert c["segment_files"] == len(logs) + len(snapshots) and c["segment_bytes"] == size
         assert size == c["batch_bytes"] + c["quarantined_bytes"] + c["zero_tail_bytes"] + c["invalid_tail_bytes"] \
             + c["vanished_bytes"]
         assert c["invalid_tail_bytes"] > 0  # the simulated torn writes
@@ -109,14 +115,32 @@ def test_byte_accounting(audited: dict[str, Path], both_ways: dict[str, Path]) -
     # headers only: 61 bytes per data batch, control batches whole, the newest segments'
     # tails looked at (the model's walk of each file, independently)
     expected = 0
-    for path in logs:
+    for path in [*logs, *snapshots]:
         data = path.read_bytes()
-        walked = model_walk(data, newest=True)
-        expected += sum(size if data[pos + 22] & 0x20 else 61 for pos, size, *_ in walked.entries)
-        newest = max(p.name for p in path.parent.glob("*.log")) == path.name
+        newest = path.suffix == ".log" and max(p.name for p in path.parent.glob("*.log")) == path.name
+        walked = model_walk(data, newest=newest)
+        expected += sum(length if data[pos + 22] & 0x20 else 61 for pos, length, *_ in walked.entries)
         if newest and walked.stop < len(data):
             expected += min(len(data) - walked.stop, 17)
     assert plain["bytes_read"] == expected < plain["batch_bytes"]
+
+
+def test_a_damaged_snapshot_file_is_an_invalid_snapshot(spark: object, both_ways: dict[str, Path],
+                                                        tmp_path: Path) -> None:
+    """Damage inside a KRaft snapshot file read in binary is KRAFT_SNAPSHOT_INVALID, never
+    CORRUPT_BATCH."""
+    root = tmp_path / "snap"
+    shutil.copytree(both_ways["segments"], root)
+    target = next(p for p in sorted(root.rglob("*.checkpoint")) if p.stat().st_size)
+    data = target.read_bytes()
+    target.write_bytes(data[:-10])  # a torn snapshot: its footer batch cut
+    out = tmp_path / "out"
+    run_audit(spark, str(root), str(out), Config(), run_id="r", snapshot_label=LABEL)
+    findings = DeltaTable(str(out / "findings")).to_pyarrow_table().to_pylist()
+    rel = str(target.relative_to(root))
+    invalid = [f for f in findings if f["check"] == "KRAFT_SNAPSHOT_INVALID" and rel in f["message"]]
+    assert len(invalid) == 1 and "the file is damaged" in invalid[0]["message"], invalid
+    assert not [f for f in findings if f["check"] == "CORRUPT_BATCH" and rel in f["details"]]
 
 
 def _replica(root: Path, broker: int, topic: str = "t", partition: int = 0) -> Path:

@@ -85,6 +85,7 @@ def invalid_snapshots(k: KRaft) -> DataFrame:
                F.concat(lit("its first record is "), col("first_type"), lit(", not SnapshotHeader"))),
         F.when(dumped & col("last_type").isNotNull() & (col("last_type") != "SnapshotFooter"),
                F.concat(lit("its last record is "), col("last_type"), lit(", not SnapshotFooter"))),
+        F.when(dumped & col("damage").isNotNull(), F.concat(lit("the file is damaged: "), col("damage"))),
         F.when(dumped & (col("other_epochs") > 0),
                F.format_string("%d of its batches are not in the snapshot's epoch", col("other_epochs"))),
         F.when(col("log_epoch").isNotNull(), F.format_string(

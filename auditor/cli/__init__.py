@@ -72,6 +72,8 @@ def audit_command(**kwargs: Any) -> None:
               show_default=True,
               help="Write each replica's log as kafka-dump-log.sh text, or as Kafka's own segment files "
                    "(<base>.log: the same batches, read by `auditor audit` with no dump step).")
+@click.option("--record-bytes", default=18, show_default=True, type=click.IntRange(12),
+              help="Bytes per record on disk (a dump's size: adds it per record; a segment file holds it).")
 @click.option("--continue-from", "previous", default=None, type=click.Path(file_okay=False, path_type=str),
               help="Write the next snapshot of the cluster simulated in this earlier snapshot: the same "
                    "history, then --steps more batches per partition and --faults (default: none). The "

@@ -273,7 +273,7 @@ def _walk_broker(result: Discovery, base: Path, broker_root: Path, instant: date
         kraft = m is not None and is_kraft_folder(m.group("topic"), m.group("partition"))
         is_partition = m is not None and any(
             e.name.endswith(DUMP_SUFFIXES) or e.name == LEADER_EPOCH
-            or (not kraft and SEGMENT_NAME.match(e.name) is not None)
+            or SEGMENT_NAME.match(e.name) is not None
             or (kraft and _kraft_kind(e.name) is not None) for e in files)
         log_dir = _rel(os.path.dirname(folder) if is_partition else folder, base)
         for e in files:
@@ -316,7 +316,7 @@ def _classify_file(name: str, in_partition_dir: bool, kraft: bool = False) -> st
         return _kraft_kind(name)
     if in_partition_dir and name == LEADER_EPOCH:
         return LEADER_EPOCH
-    if in_partition_dir and not kraft and SEGMENT_NAME.match(name):
+    if in_partition_dir and SEGMENT_NAME.match(name):
         return SEGMENT
     if not in_partition_dir and name in LOG_DIR_CHECKPOINTS:
         return name

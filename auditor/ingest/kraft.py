@@ -47,7 +47,7 @@ BATCHES_DDL = ("snapshot timestamp, topic string, partition int, replica int, fi
 #: that content (null when not dumped).
 SNAPSHOTS_DDL = ("snapshot timestamp, topic string, partition int, replica int, end_offset bigint, epoch int, "
                  "file string, dumped boolean, batch_count bigint, first_control boolean, last_control boolean, "
-                 "first_type string, last_type string, records_printed boolean, other_epochs bigint")
+                 "first_type string, last_type string, records_printed boolean, other_epochs bigint, damage string")
 QUORUM_DDL = ("snapshot timestamp, topic string, partition int, replica int, file string, leader_id int, "
               "leader_epoch int, voted_id int, data_version int, current_voters array<int>")
 STATUS_DDL = "snapshot timestamp, file string, high_watermark bigint, leader_id int, leader_epoch int"
@@ -269,19 +269,110 @@ def parse_kraft_dumps(groups: DataFrame, files: DataFrame) -> tuple[DataFrame, D
         col("_b._first.is_control").alias("first_control"), col("_b._last.is_control").alias("last_control"),
         col("_b._first.first_type").alias("first_type"), col("_b._last.last_type").alias("last_type"),
         F.coalesce(col("_b.records_printed"), lit(False)).alias("records_printed"),
-        col("_b.other_epochs").alias("other_epochs"))
+        col("_b.other_epochs").alias("other_epochs"), lit(None).cast("string").alias("damage"))
     return log, dumped
 
 
-def snapshot_files(spark: SparkSession, files: Sequence[tuple[int, d.InputFile]], *, narrow: bool = False) -> DataFrame:
-    """:data:`SNAPSHOTS_DDL` rows of the bare ``*.checkpoint`` copies (the name is the id)."""
+def _kraft_type(control: Column, name: Column) -> Column:
+    """A segment file's record type (:func:`auditor.ingest.segments.control_record`) as the
+    dumps name it (:func:`record_type`): ``data`` in a data batch; null when unknown."""
+    named = {"LEADER_CHANGE": "LeaderChange", "SNAPSHOT_HEADER": "SnapshotHeader", "SNAPSHOT_FOOTER": "SnapshotFooter",
+             "KRAFT_VERSION": "KRaftVersion", "KRAFT_VOTERS": "KRaftVoters"}
+    mapped = F.when(lit(False), lit(None).cast("string"))
+    for key, value in named.items():
+        mapped = mapped.when(name == key, lit(value))
+    return F.when(~control, lit("data")).otherwise(
+        mapped.when(name.isNotNull(), F.concat(lit("controlType:"), name)))
+
+
+def segment_log(rows: DataFrame, place: DataFrame) -> DataFrame:
+    """:data:`BATCHES_DDL` rows of the metadata log's segment files (SPEC 3.3, 4.7): their
+    decoded ``B`` rows (``rows``, of every segment file) in the metadata log folders
+    (``place``: ``file_id, rel, snapshot, broker, topic, partition``)."""
+    return rows.filter(col("row_kind") == "B").join(place, "file_id").filter(is_kraft()).select(
+        "snapshot", "topic", "partition", col("broker").alias("replica"), col("rel").alias("file"),
+        lit(None).cast("bigint").alias("line_number"), "base_offset", "last_offset", "epoch", "crc", "is_control",
+        _kraft_type(col("is_control"), col("control_type")).alias("first_type"),
+        _kraft_type(col("is_control"), F.coalesce(col("last_control_type"), col("control_type"))).alias("last_type"),
+        "leader_id")
+
+
+def merged_log(dumped: DataFrame, read: DataFrame) -> DataFrame:
+    """The metadata log's batches from dumps and from segment files, one row per batch of a
+    node (the first place that holds it, by file then line)."""
+    both = dumped.unionByName(read)
+    return both.groupBy(*REPLICA, "base_offset", "last_offset", "epoch", "crc").agg(
+        F.min(F.struct("file", "line_number")).alias("_at"), F.max("is_control").alias("is_control"),
+        F.max("first_type").alias("first_type"), F.max("last_type").alias("last_type"),
+        F.max("leader_id").alias("leader_id")).select(
+        *REPLICA, col("_at.file").alias("file"), col("_at.line_number").alias("line_number"),
+        "base_offset", "last_offset", "epoch", "crc", "is_control", "first_type", "last_type", "leader_id")
+
+
+#: A binary snapshot file's place: ``file_id, rel, snapshot, broker, topic, partition,
+#: end_offset, epoch``.
+SNAPSHOT_PLACE_DDL = ("file_id int, rel string, snapshot timestamp, broker int, topic string, partition int, "
+                      "end_offset bigint, epoch int")
+
+
+def binary_snapshots(rows: DataFrame, place: DataFrame) -> DataFrame:
+    """:data:`SNAPSHOTS_DDL` rows of the non-empty ``*.checkpoint`` files read in Kafka's
+    binary format (SPEC 3.3, 4.7): their batches (offsets local to the snapshot) judged as
+    a dump's are, and ``damage`` where the walk stopped early, a header was quarantined or
+    a CRC did not match (``--verify-crc``)."""
+    entries = rows.filter(col("row_kind").isin("B", "Q")).join(place.select("file_id", col("epoch").alias("_se")),
+                                                            "file_id")
+    per_file = entries.groupBy("file_id").agg(
+        F.count(F.when(col("row_kind") == "B", 1)).alias("batch_count"),
+        F.min(F.when(col("row_kind") == "B", F.struct("base_offset", "is_control", "control_type"))).alias("_first"),
+        F.max(F.when(col("row_kind") == "B", F.struct(
+            "base_offset", "is_control", F.coalesce(col("last_control_type"), col("control_type")).alias("t"))))
+        .alias("_last"),
+        F.count(F.when((col("row_kind") == "B") & (col("epoch") != col("_se")), 1)).alias("other_epochs"),
+        F.min(F.when(col("row_kind") == "Q", col("position"))).alias("_quarantined"),
+        F.min(F.when(col("is_valid") == lit(False), col("position"))).alias("_invalid"))
+    files = rows.filter(col("row_kind") == "F").select(
+        "file_id", "tail_position", "tail_bytes", "stop", "unreadable")
+    damage = F.concat_ws("; ", F.filter(F.array(
+        F.when(col("unreadable").isNotNull(), F.concat(lit("the file cannot be read: "), col("unreadable"))),
+        F.when(col("tail_bytes") > 0, F.format_string("its walk stops at byte %d (%s): %d bytes not read as batches",
+                                                      col("tail_position"), col("stop"), col("tail_bytes"))),
+        F.when(col("_quarantined").isNotNull(),
+               F.format_string("a batch header at byte %d holds a value Kafka never writes", col("_quarantined"))),
+        F.when(col("_invalid").isNotNull(),
+               F.format_string("the batch at byte %d does not match its CRC", col("_invalid"))),
+    ), lambda x: x.isNotNull()))
+    joined = place.join(files, "file_id", "left").join(per_file, "file_id", "left")
+    return joined.select(
+        "snapshot", "topic", "partition", col("broker").alias("replica"), "end_offset", "epoch",
+        col("rel").alias("file"), lit(True).alias("dumped"), F.coalesce(col("batch_count"), lit(0)).alias("batch_count"),
+        col("_first.is_control").alias("first_control"), col("_last.is_control").alias("last_control"),
+        _kraft_type(col("_first.is_control"), col("_first.control_type")).alias("first_type"),
+        _kraft_type(col("_last.is_control"), col("_last.t")).alias("last_type"),
+        lit(True).alias("records_printed"), F.coalesce(col("other_epochs"), lit(0)).alias("other_epochs"),
+        F.when(damage != "", damage).alias("damage"))
+
+
+def snapshot_id(f: d.InputFile) -> tuple[int, int] | None:
+    """A ``*.checkpoint`` file's snapshot id ``(end offset, epoch)``, from its name."""
+    m = d.KRAFT_SNAPSHOT_NAME.match(f.rel.replace("\\", "/").rsplit("/", 1)[-1])
+    return None if m is None else (int(m.group("end")), int(m.group("epoch")))
+
+
+def snapshot_files(spark: SparkSession, files: Sequence[tuple[int, d.InputFile]], *, narrow: bool = False,
+                   empty_snapshots: Collection[int] = ()) -> DataFrame:
+    """:data:`SNAPSHOTS_DDL` rows of the zero-length ``*.checkpoint`` files: bare copies (the
+    name is the id), except those in ``empty_snapshots`` (file ids): KAFKA-15312's empty
+    snapshot, a header and no batch (SPEC 3.3: a zero-length file of a node that has segment
+    files, with no dump of its id)."""
     rows = []
-    for _, f in files:
-        m = d.KRAFT_SNAPSHOT_NAME.match(f.rel.replace("\\", "/").rsplit("/", 1)[-1])
-        if m is None:
+    for i, f in files:
+        found = snapshot_id(f)
+        if found is None:
             continue
-        rows.append((f.snapshot, f.topic, f.partition, f.broker, int(m.group("end")), int(m.group("epoch")), f.rel,
-                     False, None, None, None, None, None, None, None))
+        empty = i in empty_snapshots
+        rows.append((f.snapshot, f.topic, f.partition, f.broker, found[0], found[1], f.rel,
+                     empty, 0 if empty else None, None, None, None, None, None, None, None))
     return local_frame(spark, rows, SNAPSHOTS_DDL, narrow=narrow)
 
 
@@ -290,8 +381,11 @@ def all_snapshots(dumped: DataFrame, bare: DataFrame) -> DataFrame:
     the bootstrap id (0, 0) left out."""
     both = dumped.unionByName(bare).filter(~((col("end_offset") == 0) & (col("epoch") == 0)))
     cols = [c for c in both.columns if c not in (*REPLICA, "end_offset", "epoch", "dumped", "file")]
+    # a snapshot file read in binary comes before a dump of it (SPEC 3.3), a dump before a
+    # bare copy; then the first file by name
+    binary = col("file").endswith(".checkpoint") & col("dumped") & col("batch_count").isNotNull()
     best = both.groupBy(*REPLICA, "end_offset", "epoch").agg(
-        F.max(F.struct(col("dumped"), lit("") == col("file"), col("file"), *cols)).alias("_b"))
+        F.max(F.struct(col("dumped"), binary, lit("") == col("file"), col("file"), *cols)).alias("_b"))
     return best.select(*REPLICA, "end_offset", "epoch", col("_b.file").alias("file"),
                        col("_b.dumped").alias("dumped"), *[col(f"_b.{c}").alias(c) for c in cols])
 

@@ -58,6 +58,7 @@ COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("is_transactional", pa.bool_()), ("is_control", pa.bool_()), ("producer_id", pa.int64()),
     ("producer_epoch", pa.int32()), ("base_sequence", pa.int32()), ("control_type", pa.string()),
     ("leader_id", pa.int32()), ("is_valid", pa.bool_()), ("error", pa.string()),
+    ("last_control_type", pa.string()),
     # F rows: the file's size when opened and where its bytes went (SPEC 3.3 "Accounting")
     ("file_bytes", pa.int64()), ("batch_bytes", pa.int64()), ("quarantined_bytes", pa.int64()),
     ("tail_position", pa.int64()), ("tail_bytes", pa.int64()), ("tail_zero", pa.bool_()),
@@ -89,30 +90,40 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def control_record(records: bytes) -> tuple[str | None, int | None]:
-    """The control type and, for a LeaderChange, the leader id of an uncompressed control
-    batch's first record (``records``: the bytes after the 61-byte header); ``(None, None)``
-    when its key does not parse (an unknown type, as a dump without record lines)."""
+def control_record(records: bytes, count: int = 1) -> tuple[str | None, str | None, int | None]:
+    """The control types of an uncompressed control batch's first and last records and, for
+    a LeaderChange first record, its leader id (``records``: the bytes after the 61-byte
+    header; ``count``: its recordsCount). ``(None, None, None)`` when the first record's key
+    does not parse (an unknown type, as a dump without record lines); the last type is
+    None when a later record does not parse."""
+    first = last = leader = None
+    pos = 0
     try:
-        _, pos = _varint(records, 0)  # record length
-        pos += 1  # attributes
-        _, pos = _varint(records, pos)  # timestampDelta
-        _, pos = _varint(records, pos)  # offsetDelta
-        key_length, pos = _varint(records, pos)
-        if key_length < 4 or pos + key_length > len(records):
-            return None, None
-        _, type_id = struct.unpack_from(">hh", records, pos)
-        pos += key_length
-        name = CONTROL_TYPES.get(type_id, f"UNKNOWN({type_id})")
-        if type_id != 2:
-            return name, None
-        value_length, pos = _varint(records, pos)
-        if value_length < 6 or pos + value_length > len(records):
-            return name, None
-        _, leader = struct.unpack_from(">hi", records, pos)  # LeaderChangeMessage: version, LeaderId
-        return name, leader
+        for i in range(max(1, min(count, 1 << 16))):
+            length, pos = _varint(records, pos)
+            end = pos + length
+            pos += 1  # attributes
+            _, pos = _varint(records, pos)  # timestampDelta
+            _, pos = _varint(records, pos)  # offsetDelta
+            key_length, pos = _varint(records, pos)
+            if key_length < 4 or pos + key_length > len(records) or end > len(records):
+                raise ValueError("key")
+            _, type_id = struct.unpack_from(">hh", records, pos)
+            pos += key_length
+            name = CONTROL_TYPES.get(type_id, f"UNKNOWN({type_id})")
+            if i == 0:
+                first = name
+                if type_id == 2:
+                    value_length, at = _varint(records, pos)
+                    if value_length >= 6 and at + value_length <= len(records):
+                        leader = struct.unpack_from(">hi", records, at)[1]  # LeaderChangeMessage: version, LeaderId
+            last = name
+            pos = end
     except (ValueError, struct.error):
-        return None, None
+        if first is None:
+            return None, None, None
+        last = None
+    return first, last, leader
 
 
 def _quarantine(base: int, last: int, epoch: int, delta: int, count: int) -> str | None:
@@ -133,7 +144,7 @@ def _quarantine(base: int, last: int, epoch: int, delta: int, count: int) -> str
 #: The fields of a ``B`` or ``Q`` row, in the order :func:`walk_entries` gives them.
 ENTRY_FIELDS = ("row_kind", "position", "size", "magic", "base_offset", "last_offset", "epoch", "crc",
                 "record_count", "codec", "is_transactional", "is_control", "producer_id", "producer_epoch",
-                "base_sequence", "control_type", "leader_id", "is_valid", "error")
+                "base_sequence", "control_type", "leader_id", "is_valid", "error", "last_control_type")
 
 
 def walk_segment(read: Callable[[int, int], bytes], size: int, *, newest: bool, segment_base: int,
@@ -189,7 +200,7 @@ def walk_entries(read: Callable[[int, int], bytes], size: int, out: list[tuple[A
         if total > remaining:
             stop = PAST_END
             break
-        valid = control_type = leader = None
+        valid = control_type = last_type = leader = None
         if magic == 2:
             (base, _, epoch, _, crc, attributes, delta, _, _, producer_id, producer_epoch, base_sequence,
              count) = unpack_v2(head)
@@ -204,7 +215,7 @@ def walk_entries(read: Callable[[int, int], bytes], size: int, out: list[tuple[A
                     stop = SHRUNK
                     break
                 if control and codec == 0:
-                    control_type, leader = control_record(whole[V2_HEADER_BYTES:])
+                    control_type, last_type, leader = control_record(whole[V2_HEADER_BYTES:], count)
                 if verify_crc:
                     valid = crc32c.crc32c(memoryview(whole)[21:]) == crc
             problem = None if base >= 0 and delta >= 0 and last <= MAX_OFFSET and epoch >= -1 and count >= 0 else \
@@ -230,10 +241,10 @@ def walk_entries(read: Callable[[int, int], bytes], size: int, out: list[tuple[A
                      None, None, None, None, None, valid)
         bytes_read += needed
         if problem is not None:
-            append(("Q", *entry[1:], problem))
+            append(("Q", *entry[1:], problem, last_type))
             quarantined += total
         else:
-            append(("B", *entry[1:], None))
+            append(("B", *entry[1:], None, last_type))
             batch_bytes += total
             prev_last = last
             if verify_crc:

@@ -37,14 +37,19 @@ from auditor.ingest.kraft import (
     GROUPS_DDL,
     QUORUM_DDL,
     STATUS_DDL,
+    SNAPSHOT_PLACE_DDL,
     KRaft,
     all_snapshots,
+    binary_snapshots,
+    merged_log,
     parse_kraft_dumps,
     parse_quorum_state,
     parse_quorum_status,
     read_kraft_groups,
     read_section_groups,
+    segment_log,
     snapshot_files,
+    snapshot_id,
 )
 from auditor.ingest.segments import read_segments
 from auditor.ingest.lines import LINE_COUNTS, file_contents, line_counts, read_small_files
@@ -132,6 +137,16 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
         "files": seg.file_rows(seg_rows, seg_place),
         "errors": seg.segment_errors(seg_rows, seg_place),
     }, work_dir, "segment-summaries", parse) if seg_rows is not None and seg_place is not None else None
+    # KRaft's snapshot files read in binary (SPEC 3.3, 4.7): every non-empty *.checkpoint,
+    # its batches local to the snapshot (they never enter the log)
+    snap_files = [(i, f) for i, f in indexed if f.kind == d.KRAFT_SNAPSHOT_FILE and f.size > 0
+                  and snapshot_id(f) is not None]
+    snap_rows = materialise({"rows": read_segments(spark, [(i, f.path, False, 0) for i, f in snap_files], verify_crc,
+                                                   spill=work_dir)},
+                            work_dir, "kraft-snapshot-rows", parse)["rows"] if snap_files else None
+    snap_place = local_frame(spark, [(i, f.rel, f.snapshot, f.broker, f.topic, f.partition, *snapshot_id(f))
+                                     for i, f in snap_files], SNAPSHOT_PLACE_DDL, narrow=parse.narrow,
+                             spill=work_dir) if snap_files else None
     if reuse is None and store is not None:
         from auditor.load.reuse import Reuse
 
@@ -142,7 +157,7 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
     per_batch = policy.per_batch
 
     kraft_files = [(i, f) for i, f in indexed if f.kind in KRAFT_KINDS or (
-        f.kind == d.DUMP and f.topic is not None and f.partition is not None
+        f.kind in (d.DUMP, d.SEGMENT) and f.topic is not None and f.partition is not None
         and d.is_kraft_folder(f.topic, f.partition))]
     few = few_partitions(policy.replica_partitions)
 
@@ -213,7 +228,8 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
                      kraft_status=local_frame(spark, [], STATUS_DDL, narrow=parse.narrow),
                      kraft_groups=local_frame(spark, [], GROUPS_DDL, narrow=parse.narrow))
     with plan.applied(spark) if sized else contextlib.nullcontext():
-        kraft_frames = _kraft_frames(spark, kraft_files, first, files, more_kraft, plan) \
+        kraft_frames = _kraft_frames(spark, kraft_files, first, files, more_kraft, plan, seg_rows, snap_rows,
+                                     snap_place, _empty_snapshots(indexed)) \
             if kraft_files or more_kraft is not None else {}
         scan = first["scan"]
         store_frames: dict[str, DataFrame] = {}
@@ -248,12 +264,17 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
         sections = parts.sections.select("file_id", "sec", "file", "snapshot", "replica", "topic", "partition",
                                          "segment_base_offset")
         seg_frames: dict[str, DataFrame] = {}
+        if judged is not None or snap_rows is not None:
+            accounted = [] if judged is None else [judged.select(*seg.FILE_FACTS)]
+            if snap_rows is not None and snap_place is not None:
+                accounted.append(seg.snapshot_facts(snap_rows))
+                errors = errors.unionByName(seg.segment_errors(snap_rows, snap_place.drop("end_offset", "epoch")))
+            seg_frames["segment_bytes"] = seg.byte_counts(reduce(DataFrame.unionByName, accounted))
         if judged is not None and seg_rows is not None and seg_place is not None:
             assert seg_small is not None
             segments = segments.unionByName(judged.select(*SEGMENT_COLUMNS))
             summaries = summaries.unionByName(seg_small["summaries"])
             errors = errors.unionByName(seg_small["errors"])
-            seg_frames["segment_bytes"] = seg.byte_counts(judged)
             # a segment file is a section of its own (sec 0): where its batches' segment ends
             sections = sections.unionByName(seg_place.select(
                 "file_id", lit(0).alias("sec"), col("rel").alias("file"), "snapshot", col("broker").alias("replica"),
@@ -412,14 +433,37 @@ def _kraft_sections(dump_files: list[tuple[int, d.InputFile]], work_dir: str,
 
 
 def _kraft_frames(spark: SparkSession, kraft_files: list[tuple[int, d.InputFile]], stored: dict[str, DataFrame],
-                  files: DataFrame, more: DataFrame | None, plan: Plan) -> dict[str, DataFrame]:
+                  files: DataFrame, more: DataFrame | None, plan: Plan, seg_rows: DataFrame | None = None,
+                  snap_rows: DataFrame | None = None, snap_place: DataFrame | None = None,
+                  empty: frozenset[int] = frozenset()) -> dict[str, DataFrame]:
     """The KRaft frames of the parsed snapshot, from what the scan job stored (and ``more``:
-    the stored groups of the metadata log's sections in files above the folders)."""
+    the stored groups of the metadata log's sections in files above the folders), the
+    decoded rows of segment files (``seg_rows``: the metadata log's are its batches) and of
+    snapshot files read in binary (``snap_rows`` at ``snap_place``); ``empty``: the
+    zero-length snapshot files that are KAFKA-15312's empty snapshots."""
     place = files.select("file_id", "rel", "snapshot", "broker", "topic", "partition")
     groups = stored["kraft_groups"] if more is None else stored["kraft_groups"].unionByName(more)
     log, dumped = parse_kraft_dumps(groups, place)
-    bare = snapshot_files(spark, [(i, f) for i, f in kraft_files if f.kind == d.KRAFT_SNAPSHOT_FILE], narrow=plan.narrow)
+    if seg_rows is not None:
+        log = merged_log(log, segment_log(seg_rows, place))
+    if snap_rows is not None and snap_place is not None:
+        dumped = dumped.unionByName(binary_snapshots(snap_rows, snap_place))
+    bare = snapshot_files(spark, [(i, f) for i, f in kraft_files if f.kind == d.KRAFT_SNAPSHOT_FILE and f.size == 0],
+                          narrow=plan.narrow, empty_snapshots=empty)
     return {"kraft_batches": log, "kraft_snapshots": all_snapshots(dumped, bare)}
+
+
+def _empty_snapshots(indexed: list[tuple[int, d.InputFile]]) -> frozenset[int]:
+    """Ids of the zero-length ``*.checkpoint`` files that are KAFKA-15312's empty snapshot
+    (SPEC 3.3): no dump of the same id beside it, and a segment file in its folder (else a
+    bare copy, whose name alone is used)."""
+    with_segments = {(f.snapshot, f.broker, f.topic, f.partition) for _, f in indexed if f.kind == d.SEGMENT}
+    dumped = {(f.snapshot, f.broker, f.topic, f.partition, f.rel.rsplit("/", 1)[-1].split(".checkpoint")[0])
+              for _, f in indexed if f.kind == d.DUMP and ".checkpoint" in f.rel.rsplit("/", 1)[-1]}
+    return frozenset(
+        i for i, f in indexed if f.kind == d.KRAFT_SNAPSHOT_FILE and f.size == 0
+        and (f.snapshot, f.broker, f.topic, f.partition) in with_segments
+        and (f.snapshot, f.broker, f.topic, f.partition, f.rel.rsplit("/", 1)[-1].split(".checkpoint")[0]) not in dumped)
 
 
 def _replicas(files: DataFrame, segments: DataFrame, cp_files: DataFrame) -> DataFrame:

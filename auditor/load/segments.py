@@ -93,6 +93,18 @@ def segments_of(files: DataFrame, dumped: DataFrame) -> DataFrame:
         "bytes_read", "crc_verified", "crc_unverified")
 
 
+#: What :func:`byte_counts` sums per file.
+FILE_FACTS = ("zero_tail", "tail_bytes", "file_bytes", "batch_bytes", "quarantined_bytes", "vanished_bytes",
+              "bytes_read", "crc_verified", "crc_unverified")
+
+
+def snapshot_facts(rows: DataFrame) -> DataFrame:
+    """:data:`FILE_FACTS` of snapshot files read in binary (no tail of theirs is
+    preallocated space)."""
+    return rows.filter(col("row_kind") == "F").select(
+        lit(False).alias("zero_tail"), *FILE_FACTS[1:])
+
+
 def byte_counts(judged: DataFrame) -> DataFrame:
     """One row: the byte accounting of :data:`BYTE_COUNTS` over the judged segment files
     (:func:`segments_of`), and how many files; its sums hold per file (SPEC 3.3: size when

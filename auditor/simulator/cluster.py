@@ -52,7 +52,7 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
              topic_prefix: str = "", progress: Callable[[int], None] | None = None,
              dump_layout: str = "per-segment",
              continuations: list[dict[str, object]] | None = None, shapes: bool = True,
-             kraft_controllers: int = 0, log_format: str = "dumps") -> SimulationSummary:
+             kraft_controllers: int = 0, log_format: str = "dumps", record_bytes: int = 18) -> SimulationSummary:
     """Simulate and write a snapshot under ``root`` (which must not hold one already).
 
     Args:
@@ -73,7 +73,10 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
             ``__consumer_offsets`` topic (:func:`cleaned`).
         log_format: ``dumps`` (``kafka-dump-log.sh`` text, SPEC 3.1) or ``segments`` (Kafka's
             own ``.log`` segment files, 3.3: the same batches, CRCs, sizes and positions,
-            a torn write as the bytes of an unfinished batch; the metadata log stays dumps).
+            a torn write as the bytes of an unfinished batch; the metadata log's segments and
+            snapshots too).
+        record_bytes: each record's bytes on disk (what a dump's ``size:`` adds per record, and
+            what a segment file holds; at least 12).
         kraft_controllers: also simulate a KRaft controller quorum of this many voters (node
             ids after the brokers'; every broker an observer) and write its metadata log
             (:mod:`auditor.simulator.kraft`), with the ``kraft-*`` faults; 0: none.
@@ -126,7 +129,9 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
         raise InputError(f"--format {log_format!r}: one of {', '.join(LOG_FORMATS)}")
     if log_format == "segments" and records:
         raise InputError("--records prints record lines in dumps: it does not apply to --format segments")
-    writer = _Writer(base, brokers, style, records, segment_batches, dump_layout, log_format)
+    if record_bytes < 12:
+        raise InputError("--record-bytes must be at least 12 (a record's fields and four bytes of value)")
+    writer = _Writer(base, brokers, style, records, segment_batches, dump_layout, log_format, record_bytes)
     applied: list[dict[str, object]] = []
     index = 0
 
@@ -182,7 +187,7 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
         # many metadata batches as each partition gets)
         quorum, claims, followers, files = simulate_quorum(
             base, kraft_controllers, brokers, batches // 2, [*kraft_faults, *later_kraft], seed, kraft_style,
-            more_steps=[int(c["batches"]) // 2 for c in continuations or []])
+            more_steps=[int(c["batches"]) // 2 for c in continuations or []], binary=log_format == "segments")
         writer.kraft(claims, followers, files)
         for fault in quorum.applied:
             summary.faults[fault] += 1
@@ -198,7 +203,7 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
                 "dump_style": dump_style, "records": records, "segment_batches": segment_batches,
                 "topic_prefix": topic_prefix, "dump_layout": dump_layout, "continuations": continuations or [],
                 "shapes": shapes, "kraft_controllers": kraft_controllers,
-                "log_format": log_format}
+                "log_format": log_format, "record_bytes": record_bytes}
     with open(base / SETTINGS_FILE, "w", encoding="utf-8") as out:
         json.dump({"generator": "auditor simulate", **settings}, out, indent=1)
         out.write("\n")

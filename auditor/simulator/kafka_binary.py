@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import functools
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from auditor.simulator.kafka_text import Batch
+from auditor.simulator.kraft_text import MetaBatch
 
 _HEADER_TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordsCount (40 bytes, inside the CRC)
 _HEAD = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
@@ -176,3 +177,71 @@ def encode_segment(batches: Sequence[Batch], torn_bytes: int = 0) -> bytes:
         partial = encode_batch(unfinished)[:torn_bytes]
         out.append(partial if any(partial) else b"\xff" * torn_bytes)
     return b"".join(out)
+
+
+#: The metadata log's record kinds (``MetaBatch.records``) as control types.
+META_CONTROL = {"LeaderChange": "LEADER_CHANGE", "SnapshotHeader": "SNAPSHOT_HEADER",
+                "SnapshotFooter": "SNAPSHOT_FOOTER", "KRaftVersion": "KRAFT_VERSION", "KRaftVoters": "KRAFT_VOTERS"}
+
+
+def _compact_voters(voters: Sequence[int]) -> bytes:
+    """A compact array of ``{VoterId int32}`` structs, each with no tagged fields."""
+    return zigzag_free_varint(len(voters) + 1) + b"".join(struct.pack(">i", v) + b"\x00" for v in voters)
+
+
+def zigzag_free_varint(value: int) -> bytes:
+    """An unsigned varint (the compact arrays and tagged fields of Kafka's messages)."""
+    out = bytearray()
+    while True:
+        if value < 0x80:
+            out.append(value)
+            return bytes(out)
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+
+
+def _meta_value(kind: str, leader: int | None, voters: Sequence[int], timestamp: int) -> bytes:
+    """A control record's value (a flexible-version message, version 0)."""
+    if kind == "LeaderChange":
+        voted = voters or ((leader,) if leader is not None else ())
+        return struct.pack(">hi", 0, -1 if leader is None else leader) + _compact_voters(voted) \
+            + _compact_voters(voted) + b"\x00"
+    if kind == "SnapshotHeader":
+        return struct.pack(">hq", 0, timestamp) + b"\x00"
+    if kind == "KRaftVersion":
+        return struct.pack(">hh", 0, 1) + b"\x00"
+    if kind == "KRaftVoters":
+        return struct.pack(">h", 0) + _compact_voters(voters) + b"\x00"
+    return struct.pack(">h", 0) + b"\x00"  # SnapshotFooter
+
+
+def encode_meta_batch(b: MetaBatch) -> bytes:
+    """A batch of KRaft's metadata log or of a snapshot (:class:`MetaBatch`) as Kafka stores
+    it: a control batch of control records (LeaderChange with its leader and voters,
+    SnapshotHeader, SnapshotFooter, KRaftVersion, KRaftVoters) or data records, with CRC
+    ``b.crc``: the low four bytes of maxTimestamp are chosen for it (a metadata batch's
+    record values are too short to hold them); ``b.valid`` False changes a record byte after."""
+    import crc32c
+
+    records = []
+    for i, kind in enumerate(b.records):
+        if kind == "data":
+            records.append(record(i, bytes(20)))
+        else:
+            key = struct.pack(">hh", 0, CONTROL_IDS[META_CONTROL[kind]])
+            records.append(record(i, _meta_value(kind, b.leader_id, b.voters, b.timestamp), key))
+    tail = _HEADER_TAIL.pack(0x20 if b.is_control else 0, len(b.records) - 1, b.timestamp, b.timestamp, -1, -1, -1,
+                             len(b.records))
+    body = tail + b"".join(records)
+    # maxTimestamp is bytes 14..22 of the body (attributes on): its low four bytes, 18..22
+    prefix, suffix = body[:18], body[22:]
+    body = prefix + forge(crc32c.crc32c(prefix), _crc_before_suffix(b.crc, suffix)) + suffix
+    if not b.valid:
+        spot = len(body) - 2
+        body = body[:spot] + bytes([body[spot] ^ 0x5A]) + body[spot + 1:]
+    return _HEAD.pack(b.base_offset, len(body) + 9, b.epoch, 2) + struct.pack(">I", b.crc) + body
+
+
+def encode_meta_segment(batches: Iterable[MetaBatch]) -> bytes:
+    """A metadata log segment, or a snapshot file, of ``batches``."""
+    return b"".join(encode_meta_batch(b) for b in batches)

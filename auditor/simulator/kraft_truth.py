@@ -8,6 +8,7 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 
+from auditor.simulator.kafka_binary import encode_meta_segment
 from auditor.simulator.kafka_text import checkpoint_text, content_crc
 from auditor.simulator.kraft import (
     KRAFT_FAULTS,
@@ -124,8 +125,10 @@ def kraft_truth(q: Quorum, topic: str = META_TOPIC) -> tuple[list[dict[str, obje
 
 # --- writing -------------------------------------------------------------------------------
 
-def write_quorum(root: Path, q: Quorum, style: KRaftStyle) -> int:
-    """Write every node's metadata log folder and the status file; returns the files written."""
+def write_quorum(root: Path, q: Quorum, style: KRaftStyle, binary: bool = False) -> int:
+    """Write every node's metadata log folder and the status file; returns the files written.
+    ``binary``: the log's segments and the snapshots as Kafka stores them (``<base>.log``,
+    ``<end>-<epoch>.checkpoint``; an empty snapshot a zero-length file), else their dumps."""
     files = 0
     data_version = 1 if style.version == "4.1" else 0
     for n in q.nodes.values():
@@ -139,14 +142,20 @@ def write_quorum(root: Path, q: Quorum, style: KRaftStyle) -> int:
             base = seg[0].base_offset if seg else n.log_start
             shown = [MetaBatch(b.base_offset, b.epoch, b.records, b.crc, b.leader_id, b.voters, b.timestamp,
                                valid=b.base_offset not in n.corrupt) for b in seg]
-            (folder / f"{base:020d}.log.txt").write_text(log_dump(LOG_DIR, base, shown, style), encoding="utf-8")
+            if binary:
+                (folder / f"{base:020d}.log").write_bytes(encode_meta_segment(shown))
+            else:
+                (folder / f"{base:020d}.log.txt").write_text(log_dump(LOG_DIR, base, shown, style), encoding="utf-8")
             files += 1
         (folder / "leader-epoch-checkpoint").write_text(checkpoint_text(n.cache()), encoding="utf-8")
         files += 1
         for (end, epoch), kind in sorted(n.snapshots.items()):
             content = snapshot_batches(epoch, 3, content_crc("snapshot", end, epoch)) if kind == "dump" else []
-            (folder / f"{snapshot_name(end, epoch)}.txt").write_text(
-                snapshot_dump(LOG_DIR, end, epoch, content, style), encoding="utf-8")
+            if binary:
+                (folder / snapshot_name(end, epoch)).write_bytes(encode_meta_segment(content))
+            else:
+                (folder / f"{snapshot_name(end, epoch)}.txt").write_text(
+                    snapshot_dump(LOG_DIR, end, epoch, content, style), encoding="utf-8")
             files += 1
         if not n.q_missing:
             voters = tuple(q.voters) if data_version == 0 else ()
@@ -172,7 +181,7 @@ def kraft_style_for(dump_style: str) -> KRaftStyle | None:
 
 
 def simulate_quorum(root: Path, controllers: int, brokers: int, steps: int, faults: list[str], seed: int,
-                    style: KRaftStyle, more_steps: Sequence[int] = ()) -> tuple[
+                    style: KRaftStyle, more_steps: Sequence[int] = (), binary: bool = False) -> tuple[
                         Quorum, list[dict[str, object]], list[dict[str, object]], int]:
     """Simulate and write the metadata log of ``controllers`` voters (ids after the brokers')
     and ``brokers`` observers; returns the quorum, its claims and follower truths, files.
@@ -192,4 +201,4 @@ def simulate_quorum(root: Path, controllers: int, brokers: int, steps: int, faul
         if fault in faults:
             q.inject(fault)
     claims, followers = kraft_truth(q, style.topic)
-    return q, claims, followers, write_quorum(root, q, style)
+    return q, claims, followers, write_quorum(root, q, style, binary)

@@ -55,11 +55,12 @@ class _Writer:
     """Streams one snapshot to disk."""
 
     def __init__(self, root: Path, brokers: int, style: DumpStyle, records: bool, segment_batches: int,
-                 dump_layout: str = "per-segment", log_format: str = "dumps") -> None:
+                 dump_layout: str = "per-segment", log_format: str = "dumps", record_bytes: int = 18) -> None:
         self.root, self.style, self.records = root, style, records
         self.dump_layout, self.log_format = dump_layout, log_format
         self.broker_dumps: dict[int, IO[str]] = {}
         self.segment_batches = max(1, segment_batches)
+        self.record_bytes = record_bytes
         self.summary_files = 0
         self.bytes = 0
         self.batches = 0
@@ -147,7 +148,7 @@ class _Writer:
             producer = zombie_producer(b) if b.tag in h.zombie_tags else \
                 transactional_producer(b, crc) if transactional else None
             batch.append(Batch(b.base, b.last, b.epoch, crc, timestamp=BASE_TIMESTAMP + b.base * 3,
-                               valid=b.base not in r.corrupt, bytes_per_record=18, producer=producer))
+                               valid=b.base not in r.corrupt, bytes_per_record=self.record_bytes, producer=producer))
             if len(batch) == self.segment_batches:
                 yield batch[0].base_offset, batch
                 batch = []
