@@ -88,7 +88,7 @@ def write_kraft(root: Path, nodes: dict[int, Node], status: tuple[int, int, int]
         for end, epoch, how in node.snapshots:
             name = snapshot_name(end, epoch)
             if how == "bare":
-                (folder / name).write_bytes(b"\x00\x01binary")
+                (folder / name).write_bytes(b"")  # a bare copy: zero-length (a non-empty one is read)
                 continue
             content = {"dump": snapshot_batches(epoch, 4, content_crc("snap", end, epoch)), "empty": [],
                        "bad": [MetaBatch(0, epoch, ("data",) * 2, 7)]}[how]

@@ -98,6 +98,21 @@ def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: 
         segment_batches = None if source.segments is None or not logs else source.segments.filter(
             F.expr(f"file_id IN ({', '.join(map(str, logs))})")).drop("file_id").select(
             "*", window_of(col("base_offset")).alias("win"))
+        seg_spread = False
+        if segment_batches is not None:
+            # the wanted segment files' batches stored first, read over the session's cores;
+            # merged in one partition unless they are log-sized (as dump items are, below)
+            with plans.spread.applied(spark):
+                segment_batches = materialise({"batches": segment_batches}, work_dir, f"{label}-segments",
+                                              plans.spread)["batches"]
+            seg_spread = policy.is_log_sized(stored_rows(work_dir, f"{label}-segments", "batches"))
+            if seg_spread:
+                with plans.spread.applied(spark):
+                    wide = stored_frame(spark, work_dir, f"{label}-segments", "batches", segment_batches.schema,
+                                        plan=plans.spread)
+                    if not sections:
+                        return _merged(wide, whole, windows, work_dir, label, plans.spread)
+                segment_batches = wide
         if not sections:
             if segment_batches is not None:
                 return _merged(segment_batches, whole, windows, work_dir, label, plans.after_scan)
@@ -112,7 +127,7 @@ def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: 
         # the batches are built from the stored items over the session's cores when they
         # are log-sized (a wide divergence), else in one partition: the items are read back
         # in that plan
-        spread = policy.is_log_sized(stored_rows(work_dir, f"{label}-items", "items"))
+        spread = seg_spread or policy.is_log_sized(stored_rows(work_dir, f"{label}-items", "items"))
         plan = plans.spread if spread else plans.after_scan
         with plan.applied(spark) if spread else contextlib.nullcontext():
             items = stored_frame(spark, work_dir, f"{label}-items", "items", items.schema, plan=plan)

@@ -286,9 +286,7 @@ def read_entries(path: str, *, newest: bool, segment_base: int, verify_crc: bool
     try:
         size = os.fstat(fd).st_size  # the size when opened: a growing file is read up to it
         entries: list[tuple[Any, ...]] = []
-
-        def read(position: int, n: int) -> bytes:
-            return os.pread(fd, n, position)
+        read = _reader(fd, size)
 
         try:
             return entries, walk_entries(read, size, entries, newest=newest, segment_base=segment_base,
@@ -297,6 +295,36 @@ def read_entries(path: str, *, newest: bool, segment_base: int, verify_crc: bool
             return unreadable(exc, size)
     finally:
         os.close(fd)
+
+
+#: Batches smaller than this on average are read through a window of :data:`WINDOW` bytes:
+#: the operating system reads their pages whole anyway, and one ``pread`` per window costs
+#: less than one per batch. Larger batches are read header by header.
+SMALL_BATCH = 4096
+WINDOW = 1 << 20
+
+
+def _reader(fd: int, size: int) -> Callable[[int, int], bytes]:
+    """``read(position, n)`` over the open file ``fd``: ``pread`` per call while batches
+    are large, through a window of the file while they are small (what the walk counts as
+    read, ``bytes_read``, is what its rules need either way)."""
+    window = b""
+    start = calls = 0
+
+    def read(position: int, n: int) -> bytes:
+        nonlocal window, start, calls
+        calls += 1
+        offset = position - start
+        if 0 <= offset and offset + n <= len(window):
+            return window[offset:offset + n]
+        if position < calls * SMALL_BATCH and n <= WINDOW:  # small batches so far: a window
+            window, start = os.pread(fd, min(WINDOW, size - position), position), position
+            if len(window) >= n:
+                return window[:n]
+            return window
+        return os.pread(fd, n, position)
+
+    return read
 
 
 def read_file(path: str, *, newest: bool, segment_base: int, verify_crc: bool = False) -> list[dict[str, Any]]:

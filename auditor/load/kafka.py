@@ -444,8 +444,12 @@ def _kraft_frames(spark: SparkSession, kraft_files: list[tuple[int, d.InputFile]
     place = files.select("file_id", "rel", "snapshot", "broker", "topic", "partition")
     groups = stored["kraft_groups"] if more is None else stored["kraft_groups"].unionByName(more)
     log, dumped = parse_kraft_dumps(groups, place)
-    if seg_rows is not None:
-        log = merged_log(log, segment_log(seg_rows, place))
+    kraft_logs = sorted(i for i, f in kraft_files if f.kind == d.SEGMENT)
+    if seg_rows is not None and kraft_logs:
+        # (the metadata log's few files picked first: a join of every segment row would
+        # move the data log's batches too)
+        mine = seg_rows.filter(F.expr(f"file_id IN ({', '.join(map(str, kraft_logs))})"))
+        log = merged_log(log, segment_log(mine, place))
     if snap_rows is not None and snap_place is not None:
         dumped = dumped.unionByName(binary_snapshots(snap_rows, snap_place))
     bare = snapshot_files(spark, [(i, f) for i, f in kraft_files if f.kind == d.KRAFT_SNAPSHOT_FILE and f.size == 0],
