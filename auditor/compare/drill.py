@@ -13,11 +13,12 @@ from collections.abc import Callable, Collection, Mapping
 from functools import reduce
 
 from pyspark.sql import DataFrame
+from pyspark.sql.types import StructType
 
 from auditor import columns as F
 from auditor.columns import col, lit
 from auditor.frames import local_frame
-from auditor.ingest.batches import BATCHES_DDL, BatchSource, dedupe_batches
+from auditor.ingest.batches import BATCHES_DDL, SECTION_FILTER_LIMIT, BatchSource, dedupe_batches
 from auditor.materialise import materialise, read_frame_arrow, stored_frame, stored_rows
 from auditor.policy import Plan, Plans, SizePolicy
 from auditor.summarise.digest import window_of
@@ -93,48 +94,39 @@ def drill(source: BatchSource, summaries: DataFrame, whole: DataFrame, windows: 
         wanted = sections or {}
         sections = {i: s for i, s in wanted.items() if i in listed}
         # the segment files that hold wanted batches: their stored rows alone are read
-        # (one literal set in the plan, as the dump sections' filter)
+        # (one literal set in the plan, as the dump sections' filter, up to as many ids)
         logs = sorted(i for i in wanted if i not in listed)
-        segment_batches = None if source.segments is None or not logs else source.segments.filter(
-            F.expr(f"file_id IN ({', '.join(map(str, logs))})")).drop("file_id").select(
+        chosen = None if source.segments is None or not logs else source.segments if len(
+            logs) > SECTION_FILTER_LIMIT else source.segments.filter(F.expr(f"file_id IN ({', '.join(map(str, logs))})"))
+        segment_batches = None if chosen is None else chosen.drop("file_id").select(
             "*", window_of(col("base_offset")).alias("win"))
-        seg_spread = False
-        if segment_batches is not None:
-            # the wanted segment files' batches stored first, read over the session's cores;
-            # merged in one partition unless they are log-sized (as dump items are, below)
-            with plans.spread.applied(spark):
-                segment_batches = materialise({"batches": segment_batches}, work_dir, f"{label}-segments",
-                                              plans.spread)["batches"]
-            seg_spread = policy.is_log_sized(stored_rows(work_dir, f"{label}-segments", "batches"))
-            if seg_spread:
-                with plans.spread.applied(spark):
-                    wide = stored_frame(spark, work_dir, f"{label}-segments", "batches", segment_batches.schema,
-                                        plan=plans.spread)
-                    if not sections:
-                        return _merged(wide, whole, windows, work_dir, label, plans.spread)
-                segment_batches = wide
-        if not sections:
-            if segment_batches is not None:
-                return _merged(segment_batches, whole, windows, work_dir, label, plans.after_scan)
+        if not sections and segment_batches is None:
             return local_frame(spark, [], DRILLED_DDL, narrow=plans.after_scan.narrow)
-        if progress is not None:
-            progress(f"reading {len(sections)} of {len(source.dumps.dump_files)} dump files batch by batch")
-        # one job reads the files (with the settings the scan had: it parses text); building
-        # and merging their batches reads what it stored
+        # One job per kind stores what is wanted (dump text parsed again with the settings
+        # the scan had; the wanted segment files' stored rows filtered), over the session's
+        # cores; the batches are then built and merged over the cores when they are
+        # log-sized (a wide divergence), else in one partition: read back in that plan.
+        stored: dict[str, StructType] = {}
         with plans.spread.applied(spark):
-            items = materialise({"items": source.dumps.items(sections)}, work_dir, f"{label}-items",
-                                plans.spread)["items"]
-        # the batches are built from the stored items over the session's cores when they
-        # are log-sized (a wide divergence), else in one partition: the items are read back
-        # in that plan
-        spread = seg_spread or policy.is_log_sized(stored_rows(work_dir, f"{label}-items", "items"))
+            if segment_batches is not None:
+                stored["segments"] = materialise({"segments": segment_batches}, work_dir, f"{label}-segments",
+                                                 plans.spread)["segments"].schema
+            if sections:
+                if progress is not None:
+                    progress(f"reading {len(sections)} of {len(source.dumps.dump_files)} dump files batch by batch")
+                stored["items"] = materialise({"items": source.dumps.items(sections)}, work_dir, f"{label}-items",
+                                              plans.spread)["items"].schema
+        rows = sum(stored_rows(work_dir, f"{label}-{name}", name) for name in stored)
+        spread = policy.is_log_sized(rows)
         plan = plans.spread if spread else plans.after_scan
         with plan.applied(spark) if spread else contextlib.nullcontext():
-            items = stored_frame(spark, work_dir, f"{label}-items", "items", items.schema, plan=plan)
-            batches = source.dumps.batches_of(items).drop("file_id").select(
-                "*", window_of(col("base_offset")).alias("win"))
-            if segment_batches is not None:
-                batches = batches.unionByName(segment_batches, allowMissingColumns=True)
+            read = {name: stored_frame(spark, work_dir, f"{label}-{name}", name, schema, plan=plan)
+                    for name, schema in stored.items()}
+            parts = [read["segments"]] if "segments" in read else []
+            if "items" in read:
+                parts.append(source.dumps.batches_of(read["items"]).drop("file_id").select(
+                    "*", window_of(col("base_offset")).alias("win")))
+            batches = parts[0] if len(parts) == 1 else parts[1].unionByName(parts[0], allowMissingColumns=True)
             return _merged(batches, whole, windows, work_dir, label, plan)
     return _merged(batches, whole, windows, work_dir, label, plans.after_scan)
 

@@ -33,10 +33,12 @@ REPLICA_KEY = ("snapshot", "broker", "topic", "partition")
 def dedupe_batches(batches: DataFrame) -> DataFrame:
     """Merge identical batches of a replica (two dumps of one segment count once, SPEC 3.1).
 
-    The surviving row keeps the first file and line (by name) that printed it.
+    The surviving row keeps the first file and line (by name) that printed it, or the first
+    byte position of a segment file that holds it twice (a repeated batch: no line number).
     """
     key = [*REPLICA_KEY, "base_offset", "last_offset", "epoch", "crc"]
-    first = Window.partitionBy(*key).orderBy("file", "line_number")
+    place = ["file", "line_number", *(["byte_offset"] if "byte_offset" in batches.columns else [])]
+    first = Window.partitionBy(*key).orderBy(*place)
     return (
         batches.withColumn("_n", F.row_number().over(first))
         .filter(col("_n") == 1)

@@ -226,12 +226,15 @@ def dump_batches(groups: DataFrame) -> DataFrame:
         col("first.leader").alias("leader_id"))
 
 
-def parse_kraft_dumps(groups: DataFrame, files: DataFrame) -> tuple[DataFrame, DataFrame]:
+def parse_kraft_dumps(groups: DataFrame, files: DataFrame, read: DataFrame | None = None
+                      ) -> tuple[DataFrame, DataFrame]:
     """The log batches and the dumped snapshots of the metadata log folders' dump files.
 
     Args:
         groups: the stored :func:`line_groups` of those files.
         files: ``file_id, rel, snapshot, broker, topic, partition``.
+        read: the log's batches read from its segment files (:func:`segment_log`), merged
+            with the dumped ones.
 
     Returns:
         ``(batches, dumped_snapshots)``: :data:`BATCHES_DDL` rows (repeated dumps of a batch
@@ -240,13 +243,8 @@ def parse_kraft_dumps(groups: DataFrame, files: DataFrame) -> tuple[DataFrame, D
     sections = section_facts(groups, files)
     batches = dump_batches(groups).join(sections, ["file_id", "sec"]).filter(
         col("base_offset").isNotNull() & col("last_offset").isNotNull())
-    log = batches.filter((col("what") == "log") & is_kraft()).groupBy(
-        *REPLICA, "base_offset", "last_offset", "epoch", "crc").agg(
-        F.min(F.struct("file", "line_number")).alias("_at"), F.max("is_control").alias("is_control"),
-        F.max("first_type").alias("first_type"), F.max("last_type").alias("last_type"),
-        F.max("leader_id").alias("leader_id")).select(
-        *REPLICA, col("_at.file").alias("file"), col("_at.line_number").alias("line_number"),
-        "base_offset", "last_offset", "epoch", "crc", "is_control", "first_type", "last_type", "leader_id")
+    dumped_log = batches.filter((col("what") == "log") & is_kraft()).select(*LOG_COLUMNS)
+    log = merged_log(dumped_log if read is None else dumped_log.unionByName(read))
     snaps = sections.filter((col("what") == "snapshot") & is_kraft() & col("end_offset").isNotNull()
                             & col("snap_epoch").isNotNull())
     in_snap = batches.filter(col("what") == "snapshot").select(
@@ -278,11 +276,10 @@ def _kraft_type(control: Column, name: Column) -> Column:
     dumps name it (:func:`record_type`): ``data`` in a data batch; null when unknown."""
     named = {"LEADER_CHANGE": "LeaderChange", "SNAPSHOT_HEADER": "SnapshotHeader", "SNAPSHOT_FOOTER": "SnapshotFooter",
              "KRAFT_VERSION": "KRaftVersion", "KRAFT_VOTERS": "KRaftVoters"}
-    mapped = F.when(lit(False), lit(None).cast("string"))
+    mapped = F.when(~control, lit("data"))
     for key, value in named.items():
         mapped = mapped.when(name == key, lit(value))
-    return F.when(~control, lit("data")).otherwise(
-        mapped.when(name.isNotNull(), F.concat(lit("controlType:"), name)))
+    return mapped.when(name.isNotNull(), F.concat(lit("controlType:"), name))
 
 
 def segment_log(rows: DataFrame, place: DataFrame) -> DataFrame:
@@ -297,11 +294,16 @@ def segment_log(rows: DataFrame, place: DataFrame) -> DataFrame:
         "leader_id")
 
 
-def merged_log(dumped: DataFrame, read: DataFrame) -> DataFrame:
-    """The metadata log's batches from dumps and from segment files, one row per batch of a
-    node (the first place that holds it, by file then line)."""
-    both = dumped.unionByName(read)
-    return both.groupBy(*REPLICA, "base_offset", "last_offset", "epoch", "crc").agg(
+#: The columns of a metadata log batch before repeated ones are merged.
+LOG_COLUMNS = (*REPLICA, "file", "line_number", "base_offset", "last_offset", "epoch", "crc", "is_control",
+               "first_type", "last_type", "leader_id")
+
+
+def merged_log(rows: DataFrame) -> DataFrame:
+    """:data:`BATCHES_DDL` rows of the metadata log's batches (:data:`LOG_COLUMNS`), one per
+    batch of a node: repeated dumps of a batch, or a dump and its segment file, merged (the
+    first place that holds it, by file then line)."""
+    return rows.groupBy(*REPLICA, "base_offset", "last_offset", "epoch", "crc").agg(
         F.min(F.struct("file", "line_number")).alias("_at"), F.max("is_control").alias("is_control"),
         F.max("first_type").alias("first_type"), F.max("last_type").alias("last_type"),
         F.max("leader_id").alias("leader_id")).select(

@@ -218,9 +218,8 @@ def walk_entries(read: Callable[[int, int], bytes], size: int, out: list[tuple[A
                     control_type, last_type, leader = control_record(whole[V2_HEADER_BYTES:], count)
                 if verify_crc:
                     valid = crc32c.crc32c(memoryview(whole)[21:]) == crc
-            problem = None if base >= 0 and delta >= 0 and last <= MAX_OFFSET and epoch >= -1 and count >= 0 else \
-                _quarantine(base, last, epoch, delta, count)
-            entry = (None, pos, total, 2, base, last, epoch, crc, count, codec, attributes & 0x10 != 0, control,
+            problem = _quarantine(base, last, epoch, delta, count)
+            entry = (pos, total, 2, base, last, epoch, crc, count, codec, attributes & 0x10 != 0, control,
                      producer_id, producer_epoch, base_sequence, control_type, leader, valid)
         else:
             last, _, crc, _, attributes = unpack_legacy(head)
@@ -237,14 +236,14 @@ def walk_entries(read: Callable[[int, int], bytes], size: int, out: list[tuple[A
                     stop = SHRUNK
                     break
                 valid = (zlib.crc32(memoryview(whole)[16:]) & 0xFFFFFFFF) == crc
-            entry = (None, pos, total, magic, base, last, -1, crc, last - base + 1, codec, False, False,
+            entry = (pos, total, magic, base, last, -1, crc, last - base + 1, codec, False, False,
                      None, None, None, None, None, valid)
         bytes_read += needed
         if problem is not None:
-            append(("Q", *entry[1:], problem, last_type))
+            append(("Q", *entry, problem, last_type))
             quarantined += total
         else:
-            append(("B", *entry[1:], None, last_type))
+            append(("B", *entry, None, last_type))
             batch_bytes += total
             prev_last = last
             if verify_crc:
@@ -319,9 +318,7 @@ def _reader(fd: int, size: int) -> Callable[[int, int], bytes]:
             return window[offset:offset + n]
         if position < calls * SMALL_BATCH and n <= WINDOW:  # small batches so far: a window
             window, start = os.pread(fd, min(WINDOW, size - position), position), position
-            if len(window) >= n:
-                return window[:n]
-            return window
+            return window[:n]  # (shorter: the file shrank)
         return os.pread(fd, n, position)
 
     return read

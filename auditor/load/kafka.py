@@ -41,7 +41,6 @@ from auditor.ingest.kraft import (
     KRaft,
     all_snapshots,
     binary_snapshots,
-    merged_log,
     parse_kraft_dumps,
     parse_quorum_state,
     parse_quorum_status,
@@ -354,7 +353,6 @@ def _without(parts: ScanParts, scan: DataFrame, shadow: DataFrame) -> ScanParts:
         (col("lines_quarantined") - F.coalesce(col("_quarantined"), lit(0))).cast("bigint")
         .alias("lines_quarantined"))
     return replace(parts, accounting=accounting,
-                   errors=parts.errors,
                    sections=parts.sections.join(shadow, keys, "left_anti"),
                    summaries=parts.summaries.join(shadow, keys, "left_anti"),
                    items=parts.items.join(shadow, keys, "left_anti"))
@@ -443,13 +441,12 @@ def _kraft_frames(spark: SparkSession, kraft_files: list[tuple[int, d.InputFile]
     zero-length snapshot files that are KAFKA-15312's empty snapshots."""
     place = files.select("file_id", "rel", "snapshot", "broker", "topic", "partition")
     groups = stored["kraft_groups"] if more is None else stored["kraft_groups"].unionByName(more)
-    log, dumped = parse_kraft_dumps(groups, place)
     kraft_logs = sorted(i for i, f in kraft_files if f.kind == d.SEGMENT)
-    if seg_rows is not None and kraft_logs:
-        # (the metadata log's few files picked first: a join of every segment row would
-        # move the data log's batches too)
-        mine = seg_rows.filter(F.expr(f"file_id IN ({', '.join(map(str, kraft_logs))})"))
-        log = merged_log(log, segment_log(mine, place))
+    # (the metadata log's few files picked first: a join of every segment row would move
+    # the data log's batches too)
+    read = segment_log(seg_rows.filter(F.expr(f"file_id IN ({', '.join(map(str, kraft_logs))})")), place) \
+        if seg_rows is not None and kraft_logs else None
+    log, dumped = parse_kraft_dumps(groups, place, read)
     if snap_rows is not None and snap_place is not None:
         dumped = dumped.unionByName(binary_snapshots(snap_rows, snap_place))
     bare = snapshot_files(spark, [(i, f) for i, f in kraft_files if f.kind == d.KRAFT_SNAPSHOT_FILE and f.size == 0],
@@ -461,13 +458,14 @@ def _empty_snapshots(indexed: list[tuple[int, d.InputFile]]) -> frozenset[int]:
     """Ids of the zero-length ``*.checkpoint`` files that are KAFKA-15312's empty snapshot
     (SPEC 3.3): no dump of the same id beside it, and a segment file in its folder (else a
     bare copy, whose name alone is used)."""
+    def snapshot_of(f: d.InputFile) -> tuple[object, ...]:  # its folder and the name before .checkpoint
+        return (f.snapshot, f.broker, f.topic, f.partition, f.rel.rsplit("/", 1)[-1].split(".checkpoint")[0])
+
     with_segments = {(f.snapshot, f.broker, f.topic, f.partition) for _, f in indexed if f.kind == d.SEGMENT}
-    dumped = {(f.snapshot, f.broker, f.topic, f.partition, f.rel.rsplit("/", 1)[-1].split(".checkpoint")[0])
-              for _, f in indexed if f.kind == d.DUMP and ".checkpoint" in f.rel.rsplit("/", 1)[-1]}
+    dumped = {snapshot_of(f) for _, f in indexed if f.kind == d.DUMP and ".checkpoint" in f.rel.rsplit("/", 1)[-1]}
     return frozenset(
         i for i, f in indexed if f.kind == d.KRAFT_SNAPSHOT_FILE and f.size == 0
-        and (f.snapshot, f.broker, f.topic, f.partition) in with_segments
-        and (f.snapshot, f.broker, f.topic, f.partition, f.rel.rsplit("/", 1)[-1].split(".checkpoint")[0]) not in dumped)
+        and (f.snapshot, f.broker, f.topic, f.partition) in with_segments and snapshot_of(f) not in dumped)
 
 
 def _replicas(files: DataFrame, segments: DataFrame, cp_files: DataFrame) -> DataFrame:

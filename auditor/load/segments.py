@@ -123,11 +123,11 @@ def byte_counts(judged: DataFrame) -> DataFrame:
                      + col("vanished_bytes"), 1).otherwise(0)).alias("unbalanced_files"))
 
 
-def header_text(magic: Column, position: Column) -> Column:
+def header_text() -> Column:
     """What a quarantined batch's ``parse_errors.line`` shows: its header's fields as text."""
     return F.format_string(
         "position: %d magic: %d baseOffset: %d lastOffset: %d partitionLeaderEpoch: %d count: %d crc: %d",
-        position, magic, col("base_offset"), col("last_offset"), F.coalesce(col("epoch"), lit(-1)),
+        col("position"), col("magic"), col("base_offset"), col("last_offset"), F.coalesce(col("epoch"), lit(-1)),
         F.coalesce(col("record_count"), lit(-1)), col("crc"))
 
 
@@ -136,7 +136,7 @@ def segment_errors(rows: DataFrame, place: DataFrame) -> DataFrame:
     as text) and each segment file that could not be read (byte offset 0)."""
     quarantined = rows.filter(col("row_kind") == "Q").join(place, "file_id").select(
         "snapshot", "broker", col("rel").alias("file"), lit(None).cast("bigint").alias("line_number"),
-        col("position").alias("byte_offset"), header_text(col("magic"), col("position")).alias("line"),
+        col("position").alias("byte_offset"), header_text().alias("line"),
         F.concat(lit("batch header holds a value Kafka never writes: "), col("error")).alias("error"))
     unreadable = rows.filter(col("unreadable").isNotNull()).join(place, "file_id").select(
         "snapshot", "broker", col("rel").alias("file"), lit(None).cast("bigint").alias("line_number"),

@@ -30,16 +30,20 @@ CONTROL_IDS = {"ABORT": 0, "COMMIT": 1, "LEADER_CHANGE": 2, "SNAPSHOT_HEADER": 3
                "KRAFT_VERSION": 5, "KRAFT_VOTERS": 6}
 
 
-def zigzag(value: int) -> bytes:
-    """A record varint (zig-zag, as protobuf's sint64)."""
-    raw = (value << 1) ^ (value >> 63)
+def varint(value: int) -> bytes:
+    """An unsigned varint (the compact arrays and tagged fields of Kafka's messages)."""
     out = bytearray()
     while True:
-        if raw < 0x80:
-            out.append(raw)
+        if value < 0x80:
+            out.append(value)
             return bytes(out)
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+
+
+def zigzag(value: int) -> bytes:
+    """A record varint (zig-zag, as protobuf's sint64)."""
+    return varint((value << 1) ^ (value >> 63))
 
 
 def record(offset_delta: int, value: bytes, key: bytes | None = None, timestamp_delta: int = 0) -> bytes:
@@ -186,18 +190,7 @@ META_CONTROL = {"LeaderChange": "LEADER_CHANGE", "SnapshotHeader": "SNAPSHOT_HEA
 
 def _compact_voters(voters: Sequence[int]) -> bytes:
     """A compact array of ``{VoterId int32}`` structs, each with no tagged fields."""
-    return zigzag_free_varint(len(voters) + 1) + b"".join(struct.pack(">i", v) + b"\x00" for v in voters)
-
-
-def zigzag_free_varint(value: int) -> bytes:
-    """An unsigned varint (the compact arrays and tagged fields of Kafka's messages)."""
-    out = bytearray()
-    while True:
-        if value < 0x80:
-            out.append(value)
-            return bytes(out)
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
+    return varint(len(voters) + 1) + b"".join(struct.pack(">i", v) + b"\x00" for v in voters)
 
 
 def _meta_value(kind: str, leader: int | None, voters: Sequence[int], timestamp: int) -> bytes:
