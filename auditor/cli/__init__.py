@@ -119,6 +119,22 @@ def simulate_command(ctx: click.Context, snapshot: str, previous: str | None, st
     click.echo(summary.format())
 
 
+@main.command("collect", context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                                          "help_option_names": []}, add_help_option=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def collect_command(args: tuple[str, ...]) -> None:
+    """Collect this node's part of a snapshot from its log dirs, read-only (SPEC 3.4).
+
+    auditor collect --broker-id N --log-dirs DIR[,DIR...] --out OUT [--verify-crc]
+    [--previous PREV] [--max-read-mb-per-s M] [--bootstrap-server HOST:PORT |
+    --bootstrap-controller HOST:PORT]. The same as python3 -m auditor.collect (standard
+    library only: its one module runs on a node by itself). --help for the options.
+    """
+    from auditor import collect
+
+    sys.exit(collect.main(list(args)))
+
+
 @main.command("report")
 @click.argument("out", type=click.Path(exists=True, file_okay=False, path_type=str))
 @click.option("--cluster", default=None, help="Cluster to report on [default: the only one in OUT].")

@@ -8,6 +8,8 @@ listing jobs. What Spark then reads is an explicit list of files.
 from __future__ import annotations
 
 import functools
+import gzip
+import json
 import os
 import re
 import stat
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from auditor import collect as c
 from auditor.errors import InputError, UsageError
 
 PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
@@ -77,6 +80,27 @@ class FileProblem:
     error: str
 
 
+@dataclass(frozen=True)
+class CollectedDir:
+    """One log dir of a node folder that ``auditor collect`` wrote (SPEC 3.4): its tables,
+    read by Spark as the log dir it came from (:mod:`auditor.ingest.collected`). The driver
+    lists these few files per log dir, never one per partition or segment."""
+
+    rel: str  # the log dir's folder relative to the root (``broker=N/logdir=<k>``): its files' paths
+    snapshot: datetime
+    broker: int
+    batches: str  # absolute paths of its batch, segment and small-file tables
+    segments: str
+    small_files: str | None
+    table_format: str  # "parquet" or "csv.gz"
+    segment_rows: int  # rows of its segment table (one per segment or snapshot file)
+    small_file_rows: int
+    segment_bytes: int  # the collected segment files' bytes
+    partitions: int
+    crc_verified: bool
+    metadata_log: bool  # it holds KRaft's metadata log folder
+
+
 @dataclass
 class Discovery:
     """The result of walking one input root."""
@@ -89,6 +113,8 @@ class Discovery:
     #: ``*.swap`` files (a compaction result Kafka's log recovery would install), by path
     #: relative to the root: skipped, counted and named in the run's summary (SPEC 3.3)
     swaps: list[str] = field(default_factory=list)
+    #: The log dirs of collected node folders (``broker=N/collect.json``, SPEC 3.4).
+    collected: list[CollectedDir] = field(default_factory=list)
 
     @property
     def files_skipped(self) -> int:
@@ -236,7 +262,10 @@ def _walk_snapshot(result: Discovery, base: Path, snap_root: Path, instant: date
                 result.problems.append(FileProblem(
                     rel, instant, None, f"broker folder {entry.name!r}: broker id is not an integer"))
                 continue
-            _walk_broker(result, base, Path(entry.path), instant, broker)
+            if os.path.exists(os.path.join(entry.path, c.MANIFEST)):
+                _walk_collected(result, base, entry.path, instant, broker)
+            else:
+                _walk_broker(result, base, Path(entry.path), instant, broker)
         elif entry.name == "topics-describe.txt":
             _add_file(result, base, entry, DESCRIBE, instant, None, None, None, None)
         elif entry.name == QUORUM_STATUS_NAME:
@@ -294,6 +323,86 @@ def _walk_broker(result: Discovery, base: Path, broker_root: Path, instant: date
                     stack.append(e.path)
                 else:
                     result.skipped["folder inside a partition folder"] += 1
+
+
+LOG_DIR_LABEL = re.compile(r"^logdir=\d+$")
+
+
+def _walk_collected(result: Discovery, base: Path, root: str, instant: datetime, broker: int) -> None:
+    """A node folder ``auditor collect`` wrote: its manifest, each log dir's tables (a few
+    files, whatever the number of partitions) and copied checkpoint files.
+
+    Raises:
+        InputError: the manifest cannot be read or names a format version this auditor
+            does not know (SPEC 3.4: the run ends).
+    """
+    rel = _rel(root, base)
+    try:
+        with open(os.path.join(root, c.MANIFEST), encoding="utf-8") as handle:
+            manifest = json.load(handle)
+        version = manifest.get("format_version") if isinstance(manifest, dict) else None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{rel}/{c.MANIFEST}: a collected node folder whose manifest cannot be read: {exc}") from exc
+    if manifest.get("format") != c.FORMAT or version != c.FORMAT_VERSION:
+        raise InputError(f"{rel}/{c.MANIFEST}: a collected node folder of format {manifest.get('format')!r} "
+                         f"version {version!r}; this auditor reads {c.FORMAT!r} version {c.FORMAT_VERSION}")
+    if manifest.get("node_id") != broker:
+        result.problems.append(FileProblem(
+            f"{rel}/{c.MANIFEST}", instant, broker,
+            f"collected from node {manifest.get('node_id')!r}, in the folder of broker {broker}: read as broker {broker}"))
+    for reason, n in (manifest.get("skipped") or {}).items():
+        result.skipped[str(reason)] += int(n)
+    gone = (manifest.get("counts") or {}).get("vanished_files", 0)
+    if gone:
+        result.skipped["gone while collected (retention, compaction)"] += int(gone)
+    result.swaps.extend(f"{rel}/{name}" for name in manifest.get("swap_files") or [])
+    for entry in manifest.get("log_dirs") or []:
+        label = str(entry.get("label"))
+        folder = os.path.join(root, label)
+        if not LOG_DIR_LABEL.match(label) or not os.path.isdir(folder):
+            result.problems.append(FileProblem(f"{rel}/{label}", instant, broker,
+                                               "a log dir the manifest names is not in the collected folder"))
+            continue
+        tables = {name: c.table_path(folder, name) for name in (c.BATCHES, c.SEGMENTS, c.SMALL_FILES)}
+        missing = [name for name in (c.BATCHES, c.SEGMENTS) if tables[name] is None]
+        if missing:
+            result.problems.append(FileProblem(f"{rel}/{label}", instant, broker,
+                                               f"collected log dir without its {' and '.join(missing)} table"))
+            continue
+        batches, segments, small = tables[c.BATCHES], tables[c.SEGMENTS], tables[c.SMALL_FILES]
+        assert batches is not None and segments is not None
+        formats = {c.CSV_GZ if p.endswith(c.CSV_GZ) else c.PARQUET for p in (batches, segments, small) if p}
+        if len(formats) > 1:
+            result.problems.append(FileProblem(f"{rel}/{label}", instant, broker,
+                                               "collected tables of two formats in one log dir"))
+            continue
+        try:
+            seg_rows, small_rows = table_rows(segments), table_rows(small) if small else 0
+        except (OSError, ValueError, EOFError) as exc:
+            result.problems.append(FileProblem(f"{rel}/{label}", instant, broker,
+                                               f"collected table cannot be read: {exc}"))
+            continue
+        result.collected.append(CollectedDir(
+            rel=f"{rel}/{label}", snapshot=instant, broker=broker, batches=batches, segments=segments,
+            small_files=small, table_format="csv.gz" if c.CSV_GZ in formats else "parquet",
+            segment_rows=seg_rows, small_file_rows=small_rows, segment_bytes=int(entry.get("segment_bytes") or 0),
+            partitions=int(entry.get("partitions") or 0), crc_verified=bool(manifest.get("crc_verified")),
+            metadata_log=bool(entry.get("metadata_log"))))
+        # the log dir's checkpoint files, copied as they are
+        for e in sorted(os.scandir(folder), key=lambda e: e.name):
+            if e.name in LOG_DIR_CHECKPOINTS:
+                _add_file(result, base, e, e.name, instant, broker, f"{rel}/{label}", None, None)
+
+
+def table_rows(path: str) -> int:
+    """The rows of a collected table: a Parquet file's footer says; a gzip CSV's lines are
+    counted (its header row aside)."""
+    if path.endswith(c.PARQUET):
+        import pyarrow.parquet as pq
+
+        return int(pq.ParquetFile(path).metadata.num_rows)
+    with gzip.open(path, "rb") as handle:
+        return max(0, sum(1 for _ in handle) - 1)
 
 
 def is_kraft_folder(topic: str, partition: str | int) -> bool:

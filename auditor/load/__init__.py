@@ -37,11 +37,14 @@ def measure(path: str, format: str = "kafka", found: d.Discovery | None = None, 
     planning to use (default: :class:`auditor.policy.SizePolicy`'s)."""
     policy = template or SizePolicy()
     if format == "kafka" and found is not None:
+        # (segment files as dumps: a batch row each, whichever the kind; collected log dirs
+        # by the segment bytes and partitions their manifests give)
+        collected_bytes = sum(cd.segment_bytes for cd in found.collected)
         return policy.with_sizes(
-            input_bytes=sum(f.size for f in found.files),
-            # (segment files as dumps: a batch row each, whichever the kind)
-            dump_bytes=sum(f.size for f in found.files if f.kind in (d.DUMP, d.SEGMENT)),
-            replicas=len({(f.snapshot, f.broker, f.topic, f.partition) for f in found.files}),
+            input_bytes=sum(f.size for f in found.files) + collected_bytes,
+            dump_bytes=sum(f.size for f in found.files if f.kind in (d.DUMP, d.SEGMENT)) + collected_bytes,
+            replicas=len({(f.snapshot, f.broker, f.topic, f.partition) for f in found.files})
+            + sum(cd.partitions for cd in found.collected),
             incremental=incremental)
     total, stack = 0, [path]
     while stack:

@@ -30,6 +30,7 @@ from auditor.columns import col, lit
 from auditor.frames import local_frame
 from auditor.ingest import discovery as d
 from auditor.ingest.batches import BatchSource, DumpFiles, merged_batches
+from auditor.ingest.collected import Collected, read_collected
 from auditor.ingest.checkpoints import ParsedCheckpoints, checkpoint_tables, judge_checkpoints
 from auditor.ingest.describe import describe_tables, judge_describe
 from auditor.ingest.dumps import dedupe_segments
@@ -45,13 +46,14 @@ from auditor.ingest.kraft import (
     parse_quorum_state,
     parse_quorum_status,
     read_kraft_groups,
+    is_kraft,
     read_section_groups,
     segment_log,
     snapshot_files,
     snapshot_id,
 )
 from auditor.ingest.segments import read_segments
-from auditor.ingest.lines import LINE_COUNTS, file_contents, line_counts, read_small_files
+from auditor.ingest.lines import LINE_COUNTS, file_contents, line_counts, read_small_files, split_lines
 from auditor.ingest.model import ERRORS_SCHEMA, REPLICA, Snapshot
 from auditor.load import segments as seg
 from auditor.materialise import frame_files, materialise, stored_rows
@@ -120,15 +122,26 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
     """
     parse = plans.parse
     indexed, files, dump_files, dump_frame = listed_files(spark, found, parse, work_dir)
+    # Collected log dirs (SPEC 3.4): their tables read as the log dirs they came from, file
+    # ids after the listed files'
+    collected = read_collected(spark, found.collected, len(indexed), narrow=parse.narrow, spill=work_dir) \
+        if found.collected else None
+    if collected is not None:
+        files = files.unionByName(collected.files)
+    collected_kraft = any(cd.metadata_log for cd in found.collected)
     # a bare KRaft snapshot copy is binary: its name is all that is used (SPEC 4.7)
     other_files = [(i, f) for i, f in indexed if f.kind not in (d.DUMP, d.KRAFT_SNAPSHOT_FILE, d.SEGMENT)]
     segment_files = [(i, f) for i, f in indexed if f.kind == d.SEGMENT]
     # Segment files (SPEC 3.3): decoded in Spark's tasks, their rows stored once (one job;
     # none without segment files). Everything else about them is derived from those rows.
-    seg_rows = materialise({"rows": read_segments(spark, seg.file_list(segment_files), verify_crc, spill=work_dir)},
-                           work_dir, "segment-rows", parse)["rows"] if segment_files else None
-    seg_place = local_frame(spark, seg.place_rows(segment_files), seg.PLACE_DDL, narrow=parse.narrow,
-                            spill=work_dir) if segment_files else None
+    # (collected rows are their tables' rows: read, given file ids, stored with them)
+    decoded = ([read_segments(spark, seg.file_list(segment_files), verify_crc, spill=work_dir)] if segment_files
+               else []) + ([collected.rows] if collected is not None else [])
+    seg_rows = materialise({"rows": reduce(DataFrame.unionByName, decoded)}, work_dir, "segment-rows",
+                           parse)["rows"] if decoded else None
+    places = ([local_frame(spark, seg.place_rows(segment_files), seg.PLACE_DDL, narrow=parse.narrow, spill=work_dir)]
+              if segment_files else []) + ([collected.place] if collected is not None else [])
+    seg_place = reduce(DataFrame.unionByName, places) if places else None
     # Their batches summarised, files and errors derived over the session's cores (one job):
     # what the cut points after it use is then a few rows per file, as the scan's is.
     seg_small = materialise({
@@ -140,12 +153,16 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
     # its batches local to the snapshot (they never enter the log)
     snap_files = [(i, f) for i, f in indexed if f.kind == d.KRAFT_SNAPSHOT_FILE and f.size > 0
                   and snapshot_id(f) is not None]
-    snap_rows = materialise({"rows": read_segments(spark, [(i, f.path, False, 0) for i, f in snap_files], verify_crc,
-                                                   spill=work_dir)},
-                            work_dir, "kraft-snapshot-rows", parse)["rows"] if snap_files else None
-    snap_place = local_frame(spark, [(i, f.rel, f.snapshot, f.broker, f.topic, f.partition, *snapshot_id(f))
-                                     for i, f in snap_files], SNAPSHOT_PLACE_DDL, narrow=parse.narrow,
-                             spill=work_dir) if snap_files else None
+    snap_decoded = ([read_segments(spark, [(i, f.path, False, 0) for i, f in snap_files], verify_crc,
+                                   spill=work_dir)] if snap_files else []) + (
+        [collected.snapshot_rows] if collected is not None and collected_kraft else [])
+    snap_rows = materialise({"rows": reduce(DataFrame.unionByName, snap_decoded)}, work_dir, "kraft-snapshot-rows",
+                            parse)["rows"] if snap_decoded else None
+    snap_places = ([local_frame(spark, [(i, f.rel, f.snapshot, f.broker, f.topic, f.partition, *snapshot_id(f))
+                                        for i, f in snap_files], SNAPSHOT_PLACE_DDL, narrow=parse.narrow,
+                                spill=work_dir)] if snap_files else []) + (
+        [collected.snapshot_place] if collected is not None and collected_kraft else [])
+    snap_place = reduce(DataFrame.unionByName, snap_places) if snap_places else None
     if reuse is None and store is not None:
         from auditor.load.reuse import Reuse
 
@@ -172,11 +189,16 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
         # describe file's as a local relation, which joins by broadcast, not a filter over
         # every listed file)
         describes = [(i, f) for i, f in other_files if f.kind == d.DESCRIBE]
-        kraft_scan, kraft_lines = _kraft_scan(spark, kraft_files, plan, work_dir) if kraft_files else ({}, None)
+        packed = collected.contents if collected is not None else None
+        kraft_scan, kraft_lines = _kraft_scan(spark, kraft_files, plan, work_dir, packed if collected_kraft else None) \
+            if kraft_files or collected_kraft else ({}, None)
+        contents = file_contents(
+            spark, [(i, f) for i, f in other_files if f.kind not in (d.DESCRIBE, *KRAFT_KINDS)], placed=True,
+            narrow=plan.narrow, spill=work_dir)
+        if packed is not None:
+            contents = contents.unionByName(packed.filter(col("kind") == d.LEADER_EPOCH))
         return few({
-            "checkpoints": judge_checkpoints(file_contents(
-                spark, [(i, f) for i, f in other_files if f.kind not in (d.DESCRIBE, *KRAFT_KINDS)], placed=True,
-                narrow=plan.narrow, spill=work_dir)),
+            "checkpoints": judge_checkpoints(contents),
             "describe": judge_describe(read_small_files(spark, describes, narrow=plan.narrow, spill=work_dir), local_frame(
                 spark, [(i, f.rel, f.snapshot, f.broker) for i, f in describes],
                 "file_id int, rel string, snapshot timestamp, broker int", narrow=plan.narrow)),
@@ -222,14 +244,15 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
     above = _kraft_sections(dump_files, work_dir, reuse)
     more_kraft = materialise({"kraft_groups": read_section_groups(spark, dump_files, above, spill=work_dir, narrow=parse.narrow)}, work_dir,
                              "kraft-sections", parse)["kraft_groups"] if above else None
-    if more_kraft is not None and not kraft_files:
+    if more_kraft is not None and not kraft_files and not collected_kraft:
         first.update(kraft_quorum_state=local_frame(spark, [], QUORUM_DDL, narrow=parse.narrow),
                      kraft_status=local_frame(spark, [], STATUS_DDL, narrow=parse.narrow),
                      kraft_groups=local_frame(spark, [], GROUPS_DDL, narrow=parse.narrow))
     with plan.applied(spark) if sized else contextlib.nullcontext():
         kraft_frames = _kraft_frames(spark, kraft_files, first, files, more_kraft, plan, seg_rows, snap_rows,
-                                     snap_place, _empty_snapshots(indexed)) \
-            if kraft_files or more_kraft is not None else {}
+                                     snap_place, _empty_snapshots(indexed),
+                                     collected if collected_kraft else None) \
+            if kraft_files or more_kraft is not None or collected_kraft else {}
         scan = first["scan"]
         store_frames: dict[str, DataFrame] = {}
         if reuse is not None:
@@ -322,11 +345,12 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
                          seg.segment_batches(seg_rows, seg_place).drop("sec"))
     return Snapshot(
         format="kafka", root=found.root, snapshots=found.snapshots, work_dir=work_dir,
-        files_read=len(found.files), files_skipped=found.skipped, swap_files=sorted(found.swaps), source=source,
+        files_read=len(found.files) + (collected.ids if collected is not None else 0), files_skipped=found.skipped, swap_files=sorted(found.swaps), source=source,
         sections=sections,
         replica_estimate=policy.replicas, summary_rows=stored_rows(work_dir, "snapshot", "summaries"),
         **parsed,
-        files_parsed=len(found.files) - (len(reuse.reused) if reuse is not None else 0),
+        files_parsed=len(found.files) + (collected.ids if collected is not None else 0)
+        - (len(reuse.reused) if reuse is not None else 0),
         store=reuse, kraft=kraft,
     )
 
@@ -382,18 +406,24 @@ def few_partitions(n: int) -> Callable[[dict[str, DataFrame]], dict[str, DataFra
     return lambda frames: {name: df.coalesce(n) for name, df in frames.items()}
 
 
-def _kraft_scan(spark: SparkSession, kraft_files: list[tuple[int, d.InputFile]], plan: Plan, spill: str
-                ) -> tuple[dict[str, DataFrame], DataFrame]:
+def _kraft_scan(spark: SparkSession, kraft_files: list[tuple[int, d.InputFile]], plan: Plan, spill: str,
+                packed: DataFrame | None = None) -> tuple[dict[str, DataFrame], DataFrame]:
     """What the scan job stores of the KRaft inputs (SPEC 4.7): one aggregate of the metadata
     log's dump lines, the ``quorum-state`` and status files parsed; and those files' line
-    dispositions."""
+    dispositions. ``packed``: collected small files (their ``quorum-state`` files are read
+    as the files themselves)."""
     def of(kind: str) -> tuple[DataFrame, DataFrame]:
         # (a few files: their places as a local relation, not a filter over every listed file)
         chosen = [(i, f) for i, f in kraft_files if f.kind == kind]
-        return read_small_files(spark, chosen, narrow=plan.narrow, spill=spill), local_frame(
+        lines, places = read_small_files(spark, chosen, narrow=plan.narrow, spill=spill), local_frame(
             spark, [(i, f.rel, f.snapshot, f.broker, f.topic, f.partition) for i, f in chosen],
             "file_id int, rel string, snapshot timestamp, broker int, topic string, partition int",
             narrow=plan.narrow)
+        if packed is not None and kind == d.QUORUM_STATE:
+            mine = packed.filter(col("kind") == kind)
+            lines = lines.unionByName(split_lines(mine.select("file_id", "content")))
+            places = places.unionByName(mine.select("file_id", "rel", "snapshot", "broker", "topic", "partition"))
+        return lines, places
 
     qs, qs_lines = parse_quorum_state(*of(d.QUORUM_STATE))
     st, st_lines = parse_quorum_status(*of(d.QUORUM_STATUS))
@@ -433,7 +463,7 @@ def _kraft_sections(dump_files: list[tuple[int, d.InputFile]], work_dir: str,
 def _kraft_frames(spark: SparkSession, kraft_files: list[tuple[int, d.InputFile]], stored: dict[str, DataFrame],
                   files: DataFrame, more: DataFrame | None, plan: Plan, seg_rows: DataFrame | None = None,
                   snap_rows: DataFrame | None = None, snap_place: DataFrame | None = None,
-                  empty: frozenset[int] = frozenset()) -> dict[str, DataFrame]:
+                  empty: frozenset[int] = frozenset(), collected: Collected | None = None) -> dict[str, DataFrame]:
     """The KRaft frames of the parsed snapshot, from what the scan job stored (and ``more``:
     the stored groups of the metadata log's sections in files above the folders), the
     decoded rows of segment files (``seg_rows``: the metadata log's are its batches) and of
@@ -444,13 +474,21 @@ def _kraft_frames(spark: SparkSession, kraft_files: list[tuple[int, d.InputFile]
     kraft_logs = sorted(i for i, f in kraft_files if f.kind == d.SEGMENT)
     # (the metadata log's few files picked first: a join of every segment row would move
     # the data log's batches too)
-    read = segment_log(seg_rows.filter(F.expr(f"file_id IN ({', '.join(map(str, kraft_logs))})")), place) \
-        if seg_rows is not None and kraft_logs else None
+    picked = []
+    if seg_rows is not None and kraft_logs:
+        picked.append(seg_rows.filter(F.expr(f"file_id IN ({', '.join(map(str, kraft_logs))})")))
+    if seg_rows is not None and collected is not None:
+        # (the collected metadata log's files: a few, picked by a broadcast semi join)
+        picked.append(seg_rows.join(F.broadcast(collected.place.filter(is_kraft()).select("file_id")), "file_id",
+                                    "left_semi"))
+    read = segment_log(reduce(DataFrame.unionByName, picked), place) if picked else None
     log, dumped = parse_kraft_dumps(groups, place, read)
     if snap_rows is not None and snap_place is not None:
         dumped = dumped.unionByName(binary_snapshots(snap_rows, snap_place))
     bare = snapshot_files(spark, [(i, f) for i, f in kraft_files if f.kind == d.KRAFT_SNAPSHOT_FILE and f.size == 0],
                           narrow=plan.narrow, empty_snapshots=empty)
+    if collected is not None:
+        bare = bare.unionByName(collected.zero_snapshots)
     return {"kraft_batches": log, "kraft_snapshots": all_snapshots(dumped, bare)}
 
 

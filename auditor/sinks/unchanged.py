@@ -91,6 +91,14 @@ def input_digest(found: d.Discovery, dump_fingerprints: Mapping[str, Fingerprint
             except OSError as exc:  # gone since discovery: the full audit says what it finds
                 known = f"unreadable:{exc.errno}"
         digest.update("\x00".join([f.rel, f.kind, known]).encode() + b"\n")
+    for cd in sorted(found.collected, key=lambda cd: cd.rel):  # a collected log dir: its tables
+        for path in (cd.batches, cd.segments, cd.small_files):
+            try:
+                st = os.stat(path) if path else None
+                known = f"{st.st_size}:{st.st_mtime_ns}:{st.st_dev}:{st.st_ino}" if st else "none"
+            except OSError as exc:
+                known = f"unreadable:{exc.errno}"
+            digest.update(f"collected\x00{cd.rel}\x00{path}\x00{known}\n".encode())
     for p in sorted(found.problems, key=lambda p: (p.rel, p.error)):
         digest.update(f"problem\x00{p.rel}\x00{p.broker}\x00{p.error}\n".encode())
     for reason, n in sorted(found.skipped.items()):
