@@ -655,22 +655,9 @@ class Collector:
                 entries.append(self._segments(k, folder, target, prev))
             for k, folder in enumerate(self.log_dirs):
                 self._late_files(folder, os.path.join(work, "logdir=%d" % k), entries[k], early[k])
-            seconds = time.monotonic() - clock
-            manifest = {
-                "format": FORMAT, "format_version": FORMAT_VERSION, "node_id": self.node,
-                "log_dirs": [{"label": "logdir=%d" % k, "path": os.path.abspath(folder),
-                              **{key: value for key, value in entries[k].items() if key != "partitions_seen"}}
-                             for k, folder in enumerate(self.log_dirs)],
-                "table_format": "parquet" if self.pa is not None else "csv.gz",
-                "crc_verified": self.verify_crc, "crc_implementation": self.crc_name,
-                "started_at": started, "finished_at": _now(), "seconds": round(seconds, 3),
-                "previous": os.path.abspath(self.previous_root) if prev is not None and self.previous_root else None,
-                "counts": dict(self.counts), "skipped": dict(sorted(self.skipped.items())),
-                "swap_files": self.swaps, "tools": self.tools,
-            }
-            with open(os.path.join(work, MANIFEST), "w", encoding="utf-8") as handle:
-                json.dump(manifest, handle, indent=1, sort_keys=True)
-                handle.write("\n")
+            manifest = self.manifest([self.entry(k, folder, entries[k]) for k, folder in enumerate(self.log_dirs)],
+                                     started, time.monotonic() - clock, prev)
+            write_manifest(work, manifest)
             old = os.path.join(self.out, ".broker=%d.old-%d" % (self.node, os.getpid()))
             if os.path.exists(final):
                 os.rename(final, old)
@@ -679,6 +666,34 @@ class Collector:
             return manifest
         finally:
             shutil.rmtree(work, ignore_errors=True)
+
+    def log_dir(self, k: int, folder: str, target: str) -> dict[str, Any]:
+        """Log dir ``folder`` collected into ``target`` as ``logdir=<k>``, its phases in
+        order, by itself (the simulator's collected nodes): its manifest entry."""
+        early = self._read_small(os.path.join(folder, HWM))
+        os.makedirs(target, exist_ok=True)
+        found = self._segments(k, folder, target, None)
+        self._late_files(folder, target, found, early)
+        return self.entry(k, folder, found)
+
+    @staticmethod
+    def entry(k: int, folder: str, found: dict[str, Any]) -> dict[str, Any]:
+        """A log dir's manifest entry."""
+        return {"label": "logdir=%d" % k, "path": os.path.abspath(folder),
+                **{key: value for key, value in found.items() if key != "partitions_seen"}}
+
+    def manifest(self, entries: list[dict[str, Any]], started: str, seconds: float,
+                 prev: Previous | None = None) -> dict[str, Any]:
+        """The node's manifest (``collect.json``) of its log dirs' ``entries``."""
+        return {
+            "format": FORMAT, "format_version": FORMAT_VERSION, "node_id": self.node, "log_dirs": entries,
+            "table_format": "parquet" if self.pa is not None else "csv.gz",
+            "crc_verified": self.verify_crc, "crc_implementation": self.crc_name,
+            "started_at": started, "finished_at": _now(), "seconds": round(seconds, 3),
+            "previous": os.path.abspath(self.previous_root) if prev is not None and self.previous_root else None,
+            "counts": dict(self.counts), "skipped": dict(sorted(self.skipped.items())),
+            "swap_files": self.swaps, "tools": self.tools,
+        }
 
     def _tools(self) -> None:
         """Kafka's tools for ``--bootstrap-*``, before any log file (SPEC 4.7: the quorum's
@@ -883,6 +898,13 @@ class Collector:
                 with open(os.path.join(target, name), "wb") as handle:
                     handle.write(read[0])
                 self.counts["checkpoint_files"] += 1
+
+
+def write_manifest(folder: str, manifest: dict[str, Any]) -> None:
+    """``folder/collect.json``."""
+    with open(os.path.join(folder, MANIFEST), "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle, indent=1, sort_keys=True)
+        handle.write("\n")
 
 
 def summary(manifest: dict[str, Any], out: str) -> str:

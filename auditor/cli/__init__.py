@@ -68,10 +68,11 @@ def audit_command(**kwargs: Any) -> None:
               help="Also simulate a KRaft controller quorum of N voters (node ids after the brokers'; every "
                    "broker an observer) and write its __cluster_metadata-0 log, snapshots and quorum-state, "
                    "with the kraft-* faults; 0: none [default: 3 for Kafka 2.8 and later, else 0].")
-@click.option("--format", "log_format", type=click.Choice(["dumps", "segments"]), default="dumps",
+@click.option("--format", "log_format", type=click.Choice(["dumps", "segments", "collected"]), default="dumps",
               show_default=True,
-              help="Write each replica's log as kafka-dump-log.sh text, or as Kafka's own segment files "
-                   "(<base>.log: the same batches, read by `auditor audit` with no dump step).")
+              help="Write each replica's log as kafka-dump-log.sh text, as Kafka's own segment files "
+                   "(<base>.log: the same batches, read by `auditor audit` with no dump step), or as what "
+                   "`auditor collect --verify-crc` writes for each node (no segment file written first).")
 @click.option("--record-bytes", default=18, show_default=True, type=click.IntRange(12),
               help="Bytes per record on disk (a dump's size: adds it per record; a segment file holds it).")
 @click.option("--continue-from", "previous", default=None, type=click.Path(file_okay=False, path_type=str),

@@ -127,8 +127,8 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
         raise InputError(f"--dump-layout {dump_layout!r}: one of {', '.join(DUMP_LAYOUTS)}")
     if log_format not in LOG_FORMATS:
         raise InputError(f"--format {log_format!r}: one of {', '.join(LOG_FORMATS)}")
-    if log_format == "segments" and records:
-        raise InputError("--records prints record lines in dumps: it does not apply to --format segments")
+    if log_format != "dumps" and records:
+        raise InputError(f"--records prints record lines in dumps: it does not apply to --format {log_format}")
     if record_bytes < 12:
         raise InputError("--record-bytes must be at least 12 (a record's fields and four bytes of value)")
     writer = _Writer(base, brokers, style, records, segment_batches, dump_layout, log_format, record_bytes)
@@ -187,7 +187,7 @@ def simulate(root: str | Path, brokers: int = 3, topics: int = 2, partitions: in
         # many metadata batches as each partition gets)
         quorum, claims, followers, files = simulate_quorum(
             base, kraft_controllers, brokers, batches // 2, [*kraft_faults, *later_kraft], seed, kraft_style,
-            more_steps=[int(c["batches"]) // 2 for c in continuations or []], binary=log_format == "segments")
+            more_steps=[int(c["batches"]) // 2 for c in continuations or []], binary=log_format != "dumps")
         writer.kraft(claims, followers, files)
         for fault in quorum.applied:
             summary.faults[fault] += 1

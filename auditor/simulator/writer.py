@@ -40,11 +40,13 @@ from auditor.simulator.shapes import (
     truncate_from_start,
     zombie_producer,
 )
+from auditor.simulator.collected import CollectedNode, finish_kraft_only_nodes
 from auditor.simulator.truth import checkpoint_entries, partition_truth
 
 DUMP_LAYOUTS = ("per-segment", "per-broker")
-#: How a replica's log is written: Kafka's dumps (SPEC 3.1) or its segment files (3.3).
-LOG_FORMATS = ("dumps", "segments")
+#: How a replica's log is written: Kafka's dumps (SPEC 3.1), its segment files (3.3) or what
+#: ``auditor collect`` writes of them (3.4).
+LOG_FORMATS = ("dumps", "segments", "collected")
 #: The per-broker file's name under ``broker=N/data/``.
 PER_BROKER_DUMP = "kafka-dump-log.txt"
 #: Where a simulated snapshot records how it was made (read by ``--continue-from``).
@@ -80,6 +82,8 @@ class _Writer:
         self.findings = open(root / ".expected-findings.part", "w", encoding="utf-8")  # noqa: SIM115
         self.followers = open(root / ".expected-replicas.part", "w", encoding="utf-8")  # noqa: SIM115
         self.claims_seen: Counter[str] = Counter()
+        #: ``--format collected``: each node's collected data log dir
+        self.nodes: dict[int, CollectedNode] = {}
 
     def _write(self, path: Path, text: str) -> None:
         path.write_text(text, encoding="utf-8")
@@ -108,7 +112,8 @@ class _Writer:
         for broker in h.assignment:
             r = h.replicas[broker]
             folder = self.root / f"broker={broker}" / "data" / f"{h.topic}-{h.partition}"
-            folder.mkdir(parents=True, exist_ok=True)
+            if self.log_format != "collected":
+                folder.mkdir(parents=True, exist_ok=True)
             self._dump(folder, h, broker, remote_below=committed if shape == "tiered" else None,
                        clean_below=r.hwm if shape == "compacted" else None)
             entries = checkpoint_entries(r)
@@ -117,9 +122,15 @@ class _Writer:
                 self.lso_counts[broker] += 1
             if entries is not None and log_start is not None:
                 entries = truncate_from_start(entries, log_start)
-            if entries is not None:
-                self._write(folder / "leader-epoch-checkpoint", checkpoint_text(entries))
-            self._write(folder / "partition.metadata", "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA")
+            if self.log_format == "collected":
+                if entries is not None:
+                    self._node(broker).small_file(h.topic, h.partition, "leader-epoch-checkpoint",
+                                                  checkpoint_text(entries).encode())
+                self.summary_files += 1
+            else:
+                if entries is not None:
+                    self._write(folder / "leader-epoch-checkpoint", checkpoint_text(entries))
+                self._write(folder / "partition.metadata", "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA")
             self.hwm_parts[broker].write(f"{h.topic} {h.partition} {r.hwm}\n")
             self.hwm_counts[broker] += 1
         claims, followers = partition_truth(h)
@@ -179,6 +190,11 @@ class _Writer:
             k = min(movable, 1 + zlib.crc32(f"{h.topic}/{h.partition}/{broker}/remote".encode()) % 3)
             segments = segments[k:]
         for i, (seg_base, batches) in segments:
+            if self.log_format == "collected":
+                self._node(broker).segment(h.topic, h.partition, seg_base, batches,
+                                           r.torn_bytes if i == newest else 0, newest=i == segments[-1][0])
+                self.batches += len(batches)
+                continue
             if self.log_format == "segments":
                 data = encode_segment(batches, torn_bytes=r.torn_bytes if i == newest else 0)
                 with open(folder / segment_file_name(seg_base), "wb") as out:
@@ -198,6 +214,11 @@ class _Writer:
                     self.bytes += sum(out.write(line) for line in lines)
                 self.summary_files += 1
             self.batches += len(batches)
+
+    def _node(self, broker: int) -> CollectedNode:
+        if broker not in self.nodes:
+            self.nodes[broker] = CollectedNode(self.root, broker)
+        return self.nodes[broker]
 
     def _broker_dump(self, broker: int) -> IO[str]:
         """The broker's one multi-section dump file (``--dump-layout per-broker``), which sits
@@ -225,6 +246,10 @@ class _Writer:
             dump.close()
         self._finish_checkpoints("log-start-offset-checkpoint", self.lso_parts, self.lso_counts)
         self._finish_checkpoints("replication-offset-checkpoint", self.hwm_parts, self.hwm_counts)
+        if self.log_format == "collected":
+            for node in self.nodes.values():
+                node.close()
+            finish_kraft_only_nodes(self.root, set(self.nodes))
         self.describe.close()
         self.findings.close()
         self.followers.close()
