@@ -1,6 +1,8 @@
-"""Auditing Kafka's own segment files (SPEC 3.3) end to end, in this process: the same
-simulated cluster written as segments and as dumps gives the same tables; the byte
-accounting of ``runs.counts``; segments beside dumps; damage named by file and byte."""
+"""Auditing Kafka's own segment files (SPEC 3.3) and what ``auditor collect`` writes of them
+(3.4) end to end, in this process: the same simulated cluster written as segments, as dumps,
+collected (with and without pyarrow and --verify-crc) and simulated as collected gives the
+same tables; the byte accounting of ``runs.counts``; segments beside dumps; damage named by
+file and byte; a collected folder of an unknown format version ends the run."""
 
 from __future__ import annotations
 
@@ -8,12 +10,18 @@ import io
 import json
 import shutil
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from deltalake import DeltaTable
 
+from auditor import collect
+from auditor.cli import main
 from auditor.config import Config
+from auditor.errors import InputError
 from auditor.explain import explain
 from auditor.run import run_audit
 from auditor.simulator import simulate
@@ -62,12 +70,38 @@ def both_ways(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"dumps": base / "dumps", "segments": base / "segments", "base": base}
 
 
+def collect_snapshot(src: Path, dst: Path, *extra: str, standalone: bool = False) -> Path:
+    """Each ``broker=N`` folder of ``src`` collected as a node whose log dirs are its
+    folders (``auditor collect``; ``standalone``: its one file copied and run with the
+    standard library alone, so gzip CSV tables), the root's text files copied."""
+    copy = dst.parent / "collect-copy.py"
+    if standalone:
+        shutil.copy(collect.__file__, copy)
+    for node in sorted(p for p in src.iterdir() if p.name.startswith("broker=")):
+        args = ["--broker-id", node.name.split("=")[1], "--log-dirs",
+                ",".join(str(p) for p in sorted(node.iterdir()) if p.is_dir()), "--out", str(dst), *extra]
+        if standalone:
+            done = subprocess.run([sys.executable, "-S", "-I", str(copy), *args], capture_output=True, text=True,
+                                  timeout=300, check=False)
+            assert done.returncode == 0, done.stderr
+        else:
+            assert collect.main(args) == 0
+    for text in src.glob("*.txt"):
+        shutil.copy(text, dst / text.name)
+    return dst
+
+
 @pytest.fixture(scope="module")
 def audited(spark: object, both_ways: dict[str, Path]) -> dict[str, Path]:
     base = both_ways["base"]
+    collected = collect_snapshot(both_ways["segments"], base / "collected")
+    standalone = collect_snapshot(both_ways["segments"], base / "collected-csv", "--verify-crc", standalone=True)
+    simulate(base / "simulated", brokers=3, topics=3, partitions=1, batches=24, seed=11, kraft_controllers=3,
+             log_format="collected", segment_batches=10)
     outs = {}
     for name, path, verify in (("dumps", both_ways["dumps"], False), ("segments", both_ways["segments"], False),
-                               ("verified", both_ways["segments"], True)):
+                               ("verified", both_ways["segments"], True), ("collected", collected, True),
+                               ("collected-csv", standalone, False), ("simulated", base / "simulated", False)):
         out = base / f"out-{name}"
         run_audit(spark, str(path), str(out), Config(verify_crc=verify), run_id="r", snapshot_label=LABEL)
         outs[name] = out
@@ -79,6 +113,50 @@ def test_segments_and_dumps_of_one_cluster_give_the_same_tables(audited: dict[st
     assert any('"CORRUPT_BATCH"' in r for r in dumps["findings"])  # the cluster has damage to find
     assert any('"KRAFT_SNAPSHOT_INVALID"' in r for r in dumps["findings"])  # and its metadata log too
     assert dumps == verified
+
+
+def _unplaced(found: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Tables with the files' names left out of the messages (a collected file's name is its
+    virtual path ``broker=N/logdir=<k>/...``, SPEC 3.4 sets messages aside)."""
+    return {name: sorted(json.dumps({k: v for k, v in json.loads(r).items() if k != "message"}, sort_keys=True)
+                         for r in rows) for name, rows in found.items()}
+
+
+def test_collected_segments_give_the_tables_of_the_segments(audited: dict[str, Path]) -> None:
+    """SPEC 3.4's contract: the audit of what collect wrote (with pyarrow, headers only; by
+    its one file alone, gzip CSV, --verify-crc) is the audit of the log dirs themselves,
+    whatever the audit's own --verify-crc (collected rows keep their verdicts)."""
+    assert _unplaced(tables(audited["collected"])) == _unplaced(tables(audited["segments"]))
+    assert _unplaced(tables(audited["collected-csv"])) == _unplaced(tables(audited["verified"]))
+    plain, verified = counts(audited["collected"]), counts(audited["collected-csv"])
+    assert plain["bytes_read"] == verified["bytes_read"] == 0  # the audit reads no segment byte
+    assert plain["crc_verified"] is False and verified["crc_verified"] is True
+    assert plain["segment_bytes"] == verified["segment_bytes"] == counts(audited["segments"])["segment_bytes"]
+    assert plain["batches"] == counts(audited["segments"])["batches"]
+
+
+def test_a_simulated_collection_is_the_collection_of_the_simulated_segments(audited: dict[str, Path]) -> None:
+    """``simulate --format collected`` (rows made without segment files) gives the tables
+    of the same cluster's segments read with --verify-crc: the same ground truth."""
+    assert _unplaced(tables(audited["simulated"])) == _unplaced(tables(audited["verified"]))
+
+
+def test_a_collected_folder_of_an_unknown_format_version_ends_the_run(spark: object, audited: dict[str, Path],
+                                                                     tmp_path: Path) -> None:
+    root = tmp_path / "snap"
+    shutil.copytree(audited["collected"].parent / "collected", root)
+    manifest = root / "broker=1" / collect.MANIFEST
+    manifest.write_text(manifest.read_text().replace(f'"format_version": {collect.FORMAT_VERSION}',
+                                                     '"format_version": 99'))
+    with pytest.raises(InputError, match="version 99"):
+        run_audit(spark, str(root), str(tmp_path / "o1"), Config(), run_id="r", snapshot_label=LABEL)
+    out = tmp_path / "out"
+    out.mkdir()
+    result = CliRunner().invoke(main, ["audit", str(root), "--out", str(out), "--run-id", "r-2"])
+    assert result.exit_code == 2 and "version 99" in result.output
+    assert not (out / "findings").exists()
+    runs = DeltaTable(str(out / "runs")).to_pyarrow_table().to_pylist()
+    assert [(r["run_id"], r["status"]) for r in runs] == [("r-2", "FAILED")]
 
 
 def test_headers_only_knows_no_batch_to_be_invalid(audited: dict[str, Path]) -> None:
