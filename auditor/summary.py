@@ -66,6 +66,8 @@ def run_counts(snap: Snapshot, tables: dict[str, pa.Table], by_check: list[tuple
         "snapshots": len(snap.snapshots),
         **segment_counts(read_frame_arrow(snap.work_dir, "snapshot", "segment_bytes")),
         **({"swap_files": snap.swap_files} if snap.swap_files else {}),
+        **({"collected_log_dirs": snap.collected_log_dirs, "collected_log_dirs_verified": snap.collected_verified}
+           if snap.collected_log_dirs else {}),
         "findings": severity_counts(by_check),
         # etcd: which replica id each member folder got (the ``replica`` column)
         **({"members": dict(sorted(snap.members.items(), key=lambda kv: kv[1]))}
@@ -144,6 +146,10 @@ def format_summary(result: RunResult) -> str:
                      + ("every batch's CRC checked" if c["crc_verified"] else
                         f"{c['crc_unverified_batches']} batches read without --verify-crc: "
                         "none is known to be invalid"))
+    if c.get("collected_log_dirs"):
+        lines.insert(2, f"collected log dirs (auditor collect): {c['collected_log_dirs']}, "
+                     f"{c['collected_log_dirs_verified']} collected with --verify-crc; collected rows keep "
+                     "their collection's CRC verdicts (an audit's --verify-crc does not read them again)")
     if c.get("swap_files"):
         shown = c["swap_files"][:5]
         lines.insert(2, f"compaction results not yet swapped in (skipped; Kafka's recovery would install them): "

@@ -307,3 +307,16 @@ def test_damage_is_named_by_file_and_byte(spark: object, tmp_path: Path) -> None
     explain(str(out), "t", 0, file=buf)
     assert f"[broker=1/data/t-0/00000000000000000000.log byte {len(good) + len(bad)}]" in buf.getvalue()
     shutil.rmtree(out)
+    # collected (--verify-crc on the node): named by the virtual path of the file it came from
+    collected = collect_snapshot(root, tmp_path / "collected", "--verify-crc")
+    run_audit(spark, str(collected), str(out), Config(), run_id="r", snapshot_label=LABEL)
+    (e,) = DeltaTable(str(out / "parse_errors")).to_pyarrow_table().to_pylist()
+    virtual = "broker=1/logdir=0/t-0/00000000000000000000.log"
+    assert (e["file"], e["line_number"], e["byte_offset"]) == (virtual, None, len(good))
+    assert "partitionLeaderEpoch: -7" in e["line"]
+    (corrupt,) = [f for f in DeltaTable(str(out / "findings")).to_pyarrow_table().to_pylist()
+                  if f["check"] == "CORRUPT_BATCH"]
+    assert json.loads(corrupt["details"])["byte_offset"] == len(good) + len(bad)
+    buf = io.StringIO()
+    explain(str(out), "t", 0, file=buf)
+    assert f"[{virtual} byte {len(good) + len(bad)}]" in buf.getvalue()

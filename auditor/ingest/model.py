@@ -89,6 +89,9 @@ class Snapshot:
     files_skipped: Counter[str] = field(default_factory=Counter)
     #: ``*.swap`` files found (compaction results not yet swapped in), relative paths
     swap_files: list[str] = field(default_factory=list)
+    #: Collected log dirs read (SPEC 3.4) and how many of them hold verified CRCs.
+    collected_log_dirs: int = 0
+    collected_verified: int = 0
     #: ``--format etcd``: where each member's WAL stops being readable (``CORRUPT_BATCH``),
     #: and member name -> replica id.
     wal_problems: DataFrame | None = None

@@ -346,6 +346,7 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
     return Snapshot(
         format="kafka", root=found.root, snapshots=found.snapshots, work_dir=work_dir,
         files_read=len(found.files) + (collected.ids if collected is not None else 0), files_skipped=found.skipped, swap_files=sorted(found.swaps), source=source,
+        collected_log_dirs=len(found.collected), collected_verified=sum(cd.crc_verified for cd in found.collected),
         sections=sections,
         replica_estimate=policy.replicas, summary_rows=stored_rows(work_dir, "snapshot", "summaries"),
         **parsed,
