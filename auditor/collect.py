@@ -350,11 +350,14 @@ def _unreadable(exc: OSError, size: int = 0) -> dict[str, Any]:
 
 def walk_path(path: str, *, newest: bool, segment_base: int, verify_crc: bool = False,
               crc32c: Callable[[Any], int] | None = None, throttle: Callable[[int], None] | None = None,
-              missing_ok: bool = False) -> tuple[list, dict[str, Any], os.stat_result | None] | None:
+              missing_ok: bool = False, digests: bool = False
+              ) -> tuple[list, dict[str, Any], os.stat_result | None] | None:
     """:func:`walk_entries` over the file at ``path``, opened once and read with ``pread``:
     ``(entries, F row, its stat when opened)``. A file that cannot be opened or read is no
     entry and an ``F`` row with ``unreadable`` set; with ``missing_ok`` one that no longer
-    exists is None (it was deleted since it was listed)."""
+    exists is None (it was deleted since it was listed). ``digests``: the ``F`` row also
+    holds ``first_header`` and ``last_header`` (:func:`header_digest` of its first and last
+    entries, read again through the same open file)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError as exc:
@@ -369,23 +372,32 @@ def walk_path(path: str, *, newest: bool, segment_base: int, verify_crc: bool = 
                                  segment_base=segment_base, verify_crc=verify_crc, crc32c=crc32c)
         except OSError as exc:
             return [], _unreadable(exc, st.st_size), st
+        if digests and entries:
+            facts["first_header"] = header_digest(path, 0, fd)
+            facts["last_header"] = header_digest(path, entries[-1][1], fd)
         return entries, facts, st
     finally:
         os.close(fd)
 
 
-def header_digest(path: str, position: int) -> str | None:
+def header_digest(path: str, position: int, fd: int | None = None) -> str | None:
     """SHA-256 of the batch header at ``position`` of ``path`` (61 bytes of a v2 batch, 18 of
-    a legacy entry: never payload), or None when there is none there. ``--previous`` keeps
-    a segment's rows only when its first and last headers read the same again."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
+    a legacy entry: never payload), or None when there is none there (``fd``: the file
+    already open). ``--previous`` keeps a segment's rows only when its first and last
+    headers read the same again."""
+    if fd is None:
+        try:
+            opened = os.open(path, os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            return header_digest(path, position, opened)
+        finally:
+            os.close(opened)
     try:
         head = os.pread(fd, V2_HEADER_BYTES, position)
-    finally:
-        os.close(fd)
+    except OSError:
+        return None
     if len(head) <= LOG_OVERHEAD:
         return None
     n = V2_HEADER_BYTES if head[16] == 2 else LEGACY_HEADER_BYTES
@@ -419,7 +431,7 @@ SMALL_FILE_COLUMNS = (
 #: The tables' file names (without the format's extension).
 BATCHES, SEGMENTS, SMALL_FILES = "batches", "segments", "small-files"
 PARQUET, CSV_GZ = ".parquet", ".csv.gz"
-ROWS_PER_CHUNK = 1 << 16
+ROWS_PER_CHUNK = 1 << 17
 
 
 def _arrow() -> Any:
@@ -432,12 +444,13 @@ def _arrow() -> Any:
 
 
 class TableWriter:
-    """One table file, written in chunks of rows (tuples in the table's column order):
-    Parquet with ``pyarrow``, else gzip CSV with a header row (empty field: null)."""
+    """One table file, written in chunks of rows: Parquet with ``pyarrow`` (a row group per
+    :data:`ROWS_PER_CHUNK` rows), else gzip CSV with a header row (empty field: null)."""
 
     def __init__(self, path: str, columns: tuple[tuple[str, str], ...], pa: Any) -> None:
         self.columns, self.pa, self.rows = columns, pa, 0
-        self._chunk: list[tuple] = []
+        self._buffer: list[list] = [[] for _ in columns]
+        self._buffered = 0
         if pa is not None:
             types = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "boolean": pa.bool_()}
             self.schema = pa.schema([(name, types[t]) for name, t in columns])
@@ -448,33 +461,31 @@ class TableWriter:
             self._csv.writerow([name for name, _ in columns])
 
     def write(self, rows: list[tuple]) -> None:
-        self._chunk.extend(rows)
-        self.rows += len(rows)
-        if len(self._chunk) >= ROWS_PER_CHUNK:
-            self._flush()
+        """Rows (tuples in the table's column order)."""
+        if rows:
+            self.write_columns([list(c) for c in zip(*rows)])
 
     def write_columns(self, columns: list[list]) -> None:
         """Rows given as columns (each a list, in the table's column order)."""
         n = len(columns[0]) if columns else 0
         if not n:
             return
-        self._flush()
         self.rows += n
-        if self.pa is not None:
-            self._writer.write_batch(self.pa.record_batch(
-                [self.pa.array(c, f.type) for c, f in zip(columns, self.schema)], schema=self.schema))
-        else:
+        if self.pa is None:
             self._csv.writerows(_csv_row(r) for r in zip(*columns))
+            return
+        for kept, more in zip(self._buffer, columns):
+            kept.extend(more)
+        self._buffered += n
+        if self._buffered >= ROWS_PER_CHUNK:
+            self._flush()
 
     def _flush(self) -> None:
-        if not self._chunk:
+        if self.pa is None or not self._buffered:
             return
-        rows, self._chunk = self._chunk, []
-        if self.pa is not None:
-            self._writer.write_batch(self.pa.record_batch(
-                [self.pa.array(list(c), f.type) for c, f in zip(zip(*rows), self.schema)], schema=self.schema))
-        else:
-            self._csv.writerows(_csv_row(r) for r in rows)
+        self._writer.write_batch(self.pa.record_batch(
+            [self.pa.array(c, f.type) for c, f in zip(self._buffer, self.schema)], schema=self.schema))
+        self._buffer, self._buffered = [[] for _ in self.columns], 0
 
     def close(self) -> None:
         self._flush()
@@ -831,7 +842,7 @@ class Collector:
             self.counts["batches_reused"] += n
             return
         walked = walk_path(path, newest=newest, segment_base=base, verify_crc=self.verify_crc, crc32c=self.crc32c,
-                           throttle=self.throttle, missing_ok=True)
+                           throttle=self.throttle, missing_ok=True, digests=True)
         if walked is None:
             self.counts["vanished_files"] += 1  # deleted by retention or swapped by the cleaner
             return
@@ -841,9 +852,8 @@ class Collector:
             # (columns, not rows: the three place columns repeat, no tuple per batch is built)
             by_field = [list(c) for c in zip(*entries)]
             batches.write_columns([[topic] * n, [partition] * n, [name] * n, *by_field])
-        first = header_digest(path, 0) if n else None
+        first, last = facts.get("first_header"), facts.get("last_header")
         last_position = entries[-1][1] if n else None
-        last = header_digest(path, last_position) if n else None
         segment_rows.append((topic, partition, name, kind, newest, *(facts[c] for c in FILE_FIELDS),
                              st.st_dev if st else None, st.st_ino if st else None, st.st_size if st else None,
                              st.st_mtime_ns if st else None, st.st_ctime_ns if st else None, n, first,

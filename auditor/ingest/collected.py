@@ -99,25 +99,26 @@ def read_collected(spark: SparkSession, dirs: Sequence[d.CollectedDir], first_id
     is_snapshot = (col("kind") == "snapshot") & (col("file_bytes") > 0)
     batches = _table(spark, dirs, "batches", c.BATCH_COLUMNS).join(
         F.broadcast(lookup.select("dir", col("batches_path").alias("_path"))), "_path")
-    ids = ranked.select("dir", "topic", "partition", "file", "file_id", is_segment.alias("_segment"))
-    entries = batches.join(ids, ["dir", "topic", "partition", "file"])
-    entry_rows = entries.select("_segment", *_row_columns(entry=True))
-    file_rows = ranked.select(is_segment.alias("_segment"), *_row_columns(entry=False))
-    all_rows = entry_rows.unionByName(file_rows)
+    segment_ids = ranked.filter(is_segment).select("dir", "topic", "partition", "file", "file_id")
+    snapshot_ids = ranked.filter(is_snapshot).select("dir", "topic", "partition", "file", "file_id")
+    keys = ["dir", "topic", "partition", "file"]
+    rows = batches.join(segment_ids, keys).select(*_row_columns(entry=True)).unionByName(
+        ranked.filter(is_segment).select(*_row_columns(entry=False)))
+    # (a snapshot file's rows: the metadata log's folder only, picked before the join)
+    snapshot_rows = batches.filter(is_kraft() & col("file").endswith(".checkpoint")).join(
+        snapshot_ids, keys).select(*_row_columns(entry=True)).unionByName(
+        ranked.filter(is_snapshot).select(*_row_columns(entry=False)))
     snapshot_id = F.regexp_extract(col("file"), SNAPSHOT_NAME, 1)
     snapshot_epoch = F.regexp_extract(col("file"), SNAPSHOT_NAME, 2)
     snapshot_place = ranked.filter(is_snapshot).select(
         "file_id", "rel", "snapshot", "broker", "topic", "partition", snapshot_id.cast("bigint").alias("end_offset"),
         snapshot_epoch.cast("int").alias("epoch"))
-    # (snapshot files' rows: the metadata log's folder only, a few files)
-    snapshot_ids = snapshot_place.select("file_id")
     return Collected(
-        rows=all_rows.filter(col("_segment")).drop("_segment"),
+        rows=rows,
         place=ranked.filter(is_segment).select(
             "file_id", "rel", "snapshot", "broker", "topic", "partition",
             F.substring(col("file"), 1, 20).cast("bigint").alias("segment_base_offset")),
-        snapshot_rows=all_rows.filter(~col("_segment")).drop("_segment").join(
-            F.broadcast(snapshot_ids), "file_id", "left_semi"),
+        snapshot_rows=snapshot_rows,
         snapshot_place=snapshot_place,
         zero_snapshots=_zero_snapshots(ranked, snapshot_id, snapshot_epoch),
         contents=_contents(spark, dirs, lookup),
