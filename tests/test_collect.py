@@ -121,6 +121,28 @@ def test_a_copy_of_its_one_file_runs_with_the_standard_library_alone(tmp_path: P
     assert [r["crc"] for r in rows(with_c / "broker=1" / "logdir=0", c.BATCHES)] == [r["crc"] for r in batches]
 
 
+def _python39() -> str | None:
+    """A Python 3.9 interpreter (SPEC 3.4's oldest), when this machine has one."""
+    for candidate in (shutil.which("python3.9"), *sorted(Path("/root/.pyenv/versions").glob("3.9*/bin/python3.9"))):
+        if candidate and subprocess.run([str(candidate), "-c", "import sys; assert sys.version_info[:2] == (3, 9)"],
+                                        capture_output=True, check=False).returncode == 0:
+            return str(candidate)
+    return None
+
+
+def test_it_runs_on_python_3_9(tmp_path: Path) -> None:
+    python = _python39()
+    if python is None:
+        pytest.skip("no Python 3.9 on this machine")
+    dirs = make_log_dirs(tmp_path / "node", partitions=1)
+    copy = tmp_path / "collect.py"
+    shutil.copy(COLLECT, copy)
+    done = subprocess.run([python, "-S", "-I", str(copy), "--broker-id", "1", "--log-dirs", ",".join(map(str, dirs)),
+                           "--out", str(tmp_path / "out"), "--verify-crc"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert len(rows(tmp_path / "out" / "broker=1" / "logdir=0", c.BATCHES)) == 3 * 4
+
+
 AUDIT_HOOK = r"""
 import json, os, sys
 events = []

@@ -356,6 +356,10 @@ def _walk_collected(result: Discovery, base: Path, root: str, instant: datetime,
     if gone:
         result.skipped["gone while collected (retention, compaction)"] += int(gone)
     result.swaps.extend(f"{rel}/{name}" for name in manifest.get("swap_files") or [])
+    labels = {str(entry.get("label")) for entry in manifest.get("log_dirs") or []}
+    for other in os.listdir(root):
+        if other != c.MANIFEST and other not in labels:
+            result.skipped["not named by the collected folder's manifest"] += 1
     for entry in manifest.get("log_dirs") or []:
         label = str(entry.get("label"))
         folder = os.path.join(root, label)

@@ -7,6 +7,7 @@ A replica is ``(snapshot, topic, partition, replica)`` where ``replica`` is the 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable
 from dataclasses import replace
 from functools import reduce
@@ -126,8 +127,7 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
     # ids after the listed files'
     collected = read_collected(spark, found.collected, len(indexed), narrow=parse.narrow, spill=work_dir) \
         if found.collected else None
-    if collected is not None:
-        files = files.unionByName(collected.files)
+    files_listed = files
     collected_kraft = any(cd.metadata_log for cd in found.collected)
     # a bare KRaft snapshot copy is binary: its name is all that is used (SPEC 4.7)
     other_files = [(i, f) for i, f in indexed if f.kind not in (d.DUMP, d.KRAFT_SNAPSHOT_FILE, d.SEGMENT)]
@@ -137,8 +137,17 @@ def load_kafka(spark: SparkSession, found: d.Discovery, work_dir: str, policy: S
     # (collected rows are their tables' rows: read, given file ids, stored with them)
     decoded = ([read_segments(spark, seg.file_list(segment_files), verify_crc, spill=work_dir)] if segment_files
                else []) + ([collected.rows] if collected is not None else [])
-    seg_rows = materialise({"rows": reduce(DataFrame.unionByName, decoded)}, work_dir, "segment-rows",
-                           parse)["rows"] if decoded else None
+    # (the collected files' places, ids and packed bytes stored in the same job: every later
+    # cut reads them, where each would read the tables and rank the files again)
+    kept = {"place": collected.place, "files": collected.files, "contents": collected.contents,
+            "zero_snapshots": collected.zero_snapshots, "snapshot_place": collected.snapshot_place} \
+        if collected is not None else {}
+    first_cut = materialise({"rows": reduce(DataFrame.unionByName, decoded), **kept}, work_dir, "segment-rows",
+                            parse) if decoded else {}
+    seg_rows = first_cut.get("rows")
+    if collected is not None:
+        collected = dataclasses.replace(collected, **{k: first_cut[k] for k in kept})
+        files = files_listed.unionByName(collected.files)
     places = ([local_frame(spark, seg.place_rows(segment_files), seg.PLACE_DDL, narrow=parse.narrow, spill=work_dir)]
               if segment_files else []) + ([collected.place] if collected is not None else [])
     seg_place = reduce(DataFrame.unionByName, places) if places else None
