@@ -414,6 +414,9 @@ BATCH_COLUMNS = (
     ("is_control", "boolean"), ("producer_id", "bigint"), ("producer_epoch", "int"), ("base_sequence", "int"),
     ("control_type", "string"), ("leader_id", "int"), ("is_valid", "boolean"), ("error", "string"),
     ("last_control_type", "string"),
+    # the segment's base offset (a segment's row) or the snapshot's id, ``<end>-<epoch>`` (a
+    # KRaft snapshot file's row): what the file name says
+    ("segment_base_offset", "bigint"), ("snapshot_id", "string"),
 )
 SEGMENT_COLUMNS = (
     ("topic", "string"), ("partition", "int"), ("file", "string"), ("kind", "string"), ("newest", "boolean"),
@@ -831,7 +834,7 @@ class Collector:
             seg, rows = kept
             n = sum(1 for r in rows if r["row_kind"] == "B")
             verdicts = self.verify_crc
-            out_rows = [tuple(r[c] if c != "is_valid" or verdicts else None for c, _ in BATCH_COLUMNS) for r in rows]
+            out_rows = [tuple(r.get(c) if c != "is_valid" or verdicts else None for c, _ in BATCH_COLUMNS) for r in rows]
             row = dict(seg, crc_verified=n if verdicts else 0, crc_unverified=0 if verdicts else n, reused=True,
                        bytes_read=0)
             batches.write(out_rows)
@@ -851,7 +854,9 @@ class Collector:
         if n:
             # (columns, not rows: the three place columns repeat, no tuple per batch is built)
             by_field = [list(c) for c in zip(*entries)]
-            batches.write_columns([[topic] * n, [partition] * n, [name] * n, *by_field])
+            snapshot = name[:-len(".checkpoint")] if kind == "snapshot" else None
+            batches.write_columns([[topic] * n, [partition] * n, [name] * n, *by_field,
+                                   [None if snapshot else base] * n, [snapshot] * n])
         first, last = facts.get("first_header"), facts.get("last_header")
         last_position = entries[-1][1] if n else None
         segment_rows.append((topic, partition, name, kind, newest, *(facts[c] for c in FILE_FIELDS),

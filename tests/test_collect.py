@@ -111,6 +111,7 @@ def test_a_copy_of_its_one_file_runs_with_the_standard_library_alone(tmp_path: P
     assert [d["label"] for d in manifest["log_dirs"]] == ["logdir=0", "logdir=1"]
     batches = rows(out / "broker=1" / "logdir=0", c.BATCHES)
     assert len(batches) == 3 * 3 * 4 and all(r["is_valid"] is True for r in batches)
+    assert all(r["segment_base_offset"] == int(r["file"][:20]) and r["snapshot_id"] is None for r in batches)
     assert sorted(os.listdir(out / "broker=1" / "logdir=0")) == [
         "batches.csv.gz", "log-start-offset-checkpoint", c.HWM, "segments.csv.gz", "small-files.csv.gz"]
     assert "read: 18 segments" in done.stdout and "verified (python)" in done.stdout

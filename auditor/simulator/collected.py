@@ -79,7 +79,8 @@ class CollectedNode:
         name = f"{base:020d}.log"
         n = len(entries)
         if n:
-            self.batches.write_columns([[topic] * n, [partition] * n, [name] * n, *map(list, zip(*entries))])
+            self.batches.write_columns([[topic] * n, [partition] * n, [name] * n, *map(list, zip(*entries)),
+                                        [base] * n, [None] * n])
         self.segments.append((topic, partition, name, "segment", newest, *(facts[k] for k in c.FILE_FIELDS),
                               None, None, facts["file_bytes"], None, None, n, None, None, None, False))
         self.partitions.add((topic, partition))
