@@ -162,13 +162,19 @@ def _quarantine(base: int, last: int, epoch: int, delta: int, count: int) -> str
 
 # --- CRC-32C ----------------------------------------------------------------------------
 
-def _python_crc32c() -> Callable[[Any], int]:
+def crc32c_table() -> tuple[int, ...]:
+    """CRC-32C's byte table (the reflected Castagnoli polynomial, 0x82F63B78)."""
     table = []
     for n in range(256):
         c = n
         for _ in range(8):
             c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
         table.append(c)
+    return tuple(table)
+
+
+def _python_crc32c() -> Callable[[Any], int]:
+    table = crc32c_table()
 
     def crc32c(data: Any) -> int:
         crc = 0xFFFFFFFF

@@ -23,14 +23,16 @@ DUMPS = FIXTURES / "dumps"
 #: so the long ones start early and the workers end within a short file of each other
 #: (longest first is the classic greedy schedule; in alphabetical order the last long
 #: file ran ~50 s after the other worker had finished).
-SLOW_FIRST = ("test_incremental.py", "test_segments_audit.py", "test_cluster.py", "test_concurrency.py", "test_dump_formats.py",
-              "test_snapshot_layout.py", "test_run.py", "test_drill_model.py", "test_checks.py",
-              "test_simulator_precision.py", "test_secrets.py", "test_overtime.py", "test_kraft.py", "test_collect_rehearsal.py",
-              "test_report.py", "test_fuzz.py", "test_etcd_rehearsal.py", "test_commit.py", "test_run_end.py",
-              "test_seed_cases.py", "test_engine_model.py", "test_large_files.py", "test_tiered.py",
+SLOW_FIRST = ("test_incremental.py", "test_segments_audit.py", "test_cluster.py",
+              "test_concurrency.py", "test_dump_formats.py", "test_snapshot_layout.py",
+              "test_run.py", "test_drill_model.py", "test_checks.py",
+              "test_simulator_precision.py", "test_secrets.py", "test_overtime.py",
+              "test_kraft.py", "test_collect_rehearsal.py", "test_report.py", "test_fuzz.py",
+              "test_etcd_rehearsal.py", "test_commit.py", "test_run_end.py", "test_seed_cases.py",
+              "test_engine_model.py", "test_large_files.py", "test_tiered.py",
               "test_kraft_simulation.py", "test_etcd.py", "test_jvm.py", "test_simulator.py",
-              "test_bad_values.py", "test_materialise.py", "test_lineage_model.py", "test_checkpoints_describe.py",
-              "test_tabular.py", "test_eoe.py")
+              "test_bad_values.py", "test_materialise.py", "test_lineage_model.py",
+              "test_checkpoints_describe.py", "test_tabular.py", "test_eoe.py")
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -21,6 +21,7 @@ import functools
 import struct
 from collections.abc import Iterable, Sequence
 
+from auditor.collect import crc32c_table
 from auditor.simulator.kafka_text import Batch
 from auditor.simulator.kraft_text import MetaBatch
 
@@ -155,17 +156,7 @@ def _crc_before_suffix(target: int, suffix: bytes) -> int:
     return reg ^ 0xFFFFFFFF
 
 
-def _table() -> tuple[int, ...]:
-    out = []
-    for n in range(256):
-        c = n
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        out.append(c)
-    return tuple(out)
-
-
-_TABLE = _table()
+_TABLE = crc32c_table()
 _TOP_INDEX = {t >> 24: i for i, t in enumerate(_TABLE)}
 
 
