@@ -87,6 +87,10 @@ KRAFT_TOPICS = ("__cluster_metadata", "@metadata")
 SKIPPED_DIR_SUFFIXES = ("-delete", "-future", "-stray")
 LEADER_EPOCH, QUORUM_STATE = "leader-epoch-checkpoint", "quorum-state"
 HWM = "replication-offset-checkpoint"
+#: A partition folder's files that are not read (skipped and counted as known).
+NON_INPUT_NAMES = ("partition.metadata", ".lock", ".kafka_cleanshutdown")
+NON_INPUT_SUFFIXES = (".index", ".timeindex", ".snapshot", ".txnindex", ".deleted", ".cleaned", ".swap", ".tmp",
+                      ".part", ".checkpoint", ".log")
 #: The log dir's other checkpoint files, read last and copied as they are.
 LATE_LOG_DIR_FILES = ("log-start-offset-checkpoint", "recovery-point-offset-checkpoint", "cleaner-offset-checkpoint")
 
@@ -457,7 +461,7 @@ class TableWriter:
     :data:`ROWS_PER_CHUNK` rows), else gzip CSV with a header row (empty field: null)."""
 
     def __init__(self, path: str, columns: tuple[tuple[str, str], ...], pa: Any) -> None:
-        self.columns, self.pa, self.rows = columns, pa, 0
+        self.columns, self.pa = columns, pa
         self._buffer: list[list] = [[] for _ in columns]
         self._buffered = 0
         if pa is not None:
@@ -479,7 +483,6 @@ class TableWriter:
         n = len(columns[0]) if columns else 0
         if not n:
             return
-        self.rows += n
         if self.pa is None:
             self._csv.writerows(_csv_row(r) for r in zip(*columns))
             return
@@ -593,7 +596,6 @@ class Previous:
         self.manifest = manifest
         for entry in manifest.get("log_dirs", []):
             self.folders[entry["path"]] = os.path.join(folder, entry["label"])
-        self.verified = bool(manifest.get("crc_verified"))
 
     def segments(self, log_dir: str, notice: Callable[[str], None]) -> dict[tuple[str, int, str], tuple]:
         """``(topic, partition, file) -> (segment row, its batch rows)`` of ``log_dir`` in PREV."""
@@ -827,10 +829,8 @@ class Collector:
             else:
                 if name.endswith(".swap"):
                     self.swaps.append("logdir=%d/%s/%s" % (k, os.path.basename(folder), name))
-                self._skip("known non-input file" if name == "partition.metadata" or name.endswith((
-                    ".index", ".timeindex", ".snapshot", ".txnindex", ".deleted", ".cleaned", ".swap", ".tmp",
-                    ".part", ".checkpoint", ".log")) or name in (".lock", ".kafka_cleanshutdown")
-                    else "unrecognised file")
+                self._skip("known non-input file" if name in NON_INPUT_NAMES or name.endswith(NON_INPUT_SUFFIXES)
+                           else "unrecognised file")
 
     def _walk(self, topic: str, partition: int, folder: str, name: str, kind: str, newest: bool, base: int,
               batches: TableWriter, segment_rows: list[tuple], reusable: dict, counts: dict[str, int]) -> None:
@@ -887,16 +887,20 @@ class Collector:
         if self.verify_crc and any(r["row_kind"] == "B" and r["is_valid"] is None for r in rows):
             return False
         try:
-            st = os.stat(path)
+            fd = os.open(path, os.O_RDONLY)
         except OSError:
             return False
-        if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) != (
-                seg["device"], seg["inode"], seg["size"], seg["mtime_ns"], seg["ctime_ns"]):
-            return False
-        if not rows:
-            return seg.get("first_header") is None and header_digest(path, 0) is None
-        return (header_digest(path, 0) == seg["first_header"]
-                and header_digest(path, seg["last_position"]) == seg["last_header"])
+        try:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) != (
+                    seg["device"], seg["inode"], seg["size"], seg["mtime_ns"], seg["ctime_ns"]):
+                return False
+            if not rows:
+                return seg.get("first_header") is None and header_digest(path, 0, fd) is None
+            return (header_digest(path, 0, fd) == seg["first_header"]
+                    and header_digest(path, seg["last_position"], fd) == seg["last_header"])
+        finally:
+            os.close(fd)
 
     def _late_files(self, folder: str, target: str, entry: dict[str, Any], early: tuple[bytes, int] | None) -> None:
         """Phase 3: the partitions' ``leader-epoch-checkpoint`` and ``quorum-state`` packed,

@@ -30,6 +30,7 @@ from auditor.ingest import discovery as d
 from auditor.ingest.kraft import SNAPSHOTS_DDL, is_kraft
 from auditor.ingest.lines import load_paths, local_path
 from auditor.ingest.segments import COLUMNS as ROW_COLUMNS
+from auditor.ingest.segments import SPARK_TYPES
 
 _DDL = {"string": "string", "int": "int", "bigint": "bigint", "boolean": "boolean"}
 
@@ -113,6 +114,7 @@ def read_collected(spark: SparkSession, dirs: Sequence[d.CollectedDir], first_id
     snapshot_place = ranked.filter(is_snapshot).select(
         "file_id", "rel", "snapshot", "broker", "topic", "partition", snapshot_id.cast("bigint").alias("end_offset"),
         snapshot_epoch.cast("int").alias("epoch"))
+    contents = _contents(spark, dirs, lookup)
     return Collected(
         rows=rows,
         place=ranked.filter(is_segment).select(
@@ -121,8 +123,8 @@ def read_collected(spark: SparkSession, dirs: Sequence[d.CollectedDir], first_id
         snapshot_rows=snapshot_rows,
         snapshot_place=snapshot_place,
         zero_snapshots=_zero_snapshots(ranked, snapshot_id, snapshot_epoch),
-        contents=_contents(spark, dirs, lookup),
-        files=_files(spark, dirs, ranked, lookup, is_segment),
+        contents=contents,
+        files=_files(ranked, contents, is_segment),
         ids=sum(cd.segment_rows + cd.small_file_rows for cd in dirs),
     )
 
@@ -155,7 +157,7 @@ def _row_columns(*, entry: bool) -> list[Column]:
     entry_fields = set(c.ENTRY_FIELDS)
     out = []
     for name, arrow_type in ROW_COLUMNS:
-        spark_type = {"int32": "int", "int64": "bigint", "string": "string", "bool": "boolean"}[str(arrow_type)]
+        spark_type = SPARK_TYPES[arrow_type]
         if name == "file_id":
             out.append(col("file_id"))
         elif name == "row_kind" and not entry:
@@ -206,15 +208,14 @@ def _contents(spark: SparkSession, dirs: Sequence[d.CollectedDir], lookup: DataF
         "snapshot", "broker", col("dir_rel").alias("log_dir"), "topic", "partition")
 
 
-def _files(spark: SparkSession, dirs: Sequence[d.CollectedDir], ranked: DataFrame, lookup: DataFrame,
-           is_segment: Column) -> DataFrame:
+def _files(ranked: DataFrame, contents: DataFrame, is_segment: Column) -> DataFrame:
     """Every collected file as a listed file: ``file_id, rel, kind, snapshot, broker,
     log_dir, topic, partition, size``."""
     files = ranked.select(
         "file_id", "rel", F.when(is_segment, lit(d.SEGMENT)).otherwise(lit(d.KRAFT_SNAPSHOT_FILE)).alias("kind"),
         "snapshot", "broker", col("dir_rel").alias("log_dir"), "topic", "partition",
         F.coalesce(col("file_bytes"), lit(0)).cast("bigint").alias("size"))
-    small = _contents(spark, dirs, lookup).select(
+    small = contents.select(
         "file_id", "rel", "kind", "snapshot", "broker", "log_dir", "topic", "partition",
         F.length("content").cast("bigint").alias("size"))
     return files.unionByName(small)

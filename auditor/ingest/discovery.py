@@ -21,10 +21,10 @@ from pathlib import Path
 from auditor import collect as c
 from auditor.errors import InputError, UsageError
 
-PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+PARTITION_DIR = c.PARTITION_DIR  # (the folder and file names the collector knows too)
 BROKER_DIR = re.compile(r"^broker=(?P<id>.*)$")
 SNAPSHOT_DIR = re.compile(r"^snapshot=(?P<label>.*)$")
-SKIPPED_DIR_SUFFIXES = ("-delete", "-future", "-stray")
+SKIPPED_DIR_SUFFIXES = c.SKIPPED_DIR_SUFFIXES
 DUMP_SUFFIXES = (".txt", ".dump")
 
 #: Kinds of input file.
@@ -35,15 +35,15 @@ DUMP, LEADER_EPOCH, HWM, LOG_START, RECOVERY_POINT, DESCRIBE = (
 LOG_DIR_CHECKPOINTS = (HWM, LOG_START, RECOVERY_POINT)
 #: Kafka's own segment files (SPEC 3.3): ``<20-digit base offset>.log`` in a partition folder.
 SEGMENT = "segment"
-SEGMENT_NAME = re.compile(r"^(?P<base>\d{20})\.log$")
+SEGMENT_NAME = c.SEGMENT_NAME
 #: KRaft's metadata log inputs (SPEC 4.7): ``quorum-state`` and bare ``*.checkpoint`` snapshot
 #: copies in its folder (a copy's name is its id: never read), and the root's
 #: ``kafka-metadata-quorum.sh describe --status`` text.
 QUORUM_STATE, KRAFT_SNAPSHOT_FILE, QUORUM_STATUS = "quorum-state", "kraft-snapshot-file", "quorum-status"
 QUORUM_STATUS_NAME = "metadata-quorum-status.txt"
 #: The metadata log's folder names: ``@metadata-0`` (Kafka 2.8), ``__cluster_metadata-0``.
-KRAFT_TOPICS = ("__cluster_metadata", "@metadata")
-KRAFT_SNAPSHOT_NAME = re.compile(r"^(?P<end>\d{20})-(?P<epoch>\d{10})\.checkpoint$")
+KRAFT_TOPICS = c.KRAFT_TOPICS
+KRAFT_SNAPSHOT_NAME = c.KRAFT_SNAPSHOT_NAME
 
 KNOWN_NON_INPUT = {
     "partition.metadata", "meta.properties", "cleaner-offset-checkpoint", "quorum-state",
@@ -340,9 +340,11 @@ def _walk_collected(result: Discovery, base: Path, root: str, instant: datetime,
     try:
         with open(os.path.join(root, c.MANIFEST), encoding="utf-8") as handle:
             manifest = json.load(handle)
-        version = manifest.get("format_version") if isinstance(manifest, dict) else None
     except (OSError, ValueError) as exc:
         raise InputError(f"{rel}/{c.MANIFEST}: a collected node folder whose manifest cannot be read: {exc}") from exc
+    if not isinstance(manifest, dict):
+        raise InputError(f"{rel}/{c.MANIFEST}: a collected node folder whose manifest is not a JSON object")
+    version = manifest.get("format_version")
     if manifest.get("format") != c.FORMAT or version != c.FORMAT_VERSION:
         raise InputError(f"{rel}/{c.MANIFEST}: a collected node folder of format {manifest.get('format')!r} "
                          f"version {version!r}; this auditor reads {c.FORMAT!r} version {c.FORMAT_VERSION}")

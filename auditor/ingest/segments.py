@@ -62,8 +62,9 @@ COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("vanished_bytes", pa.int64()), ("bytes_read", pa.int64()), ("stop", pa.string()),
     ("crc_verified", pa.int64()), ("crc_unverified", pa.int64()), ("unreadable", pa.string()),
 )
-_SPARK_TYPES = {pa.int64(): "bigint", pa.int32(): "int", pa.string(): "string", pa.bool_(): "boolean"}
-SPARK_SCHEMA = ", ".join(f"{name} {_SPARK_TYPES[t]}" for name, t in COLUMNS)
+#: The Spark type of each Arrow type of :data:`COLUMNS`.
+SPARK_TYPES = {pa.int64(): "bigint", pa.int32(): "int", pa.string(): "string", pa.bool_(): "boolean"}
+SPARK_SCHEMA = ", ".join(f"{name} {SPARK_TYPES[t]}" for name, t in COLUMNS)
 ARROW_SCHEMA = pa.schema(list(COLUMNS))
 #: The file list :func:`read_segments` hands its tasks.
 FILE_LIST_DDL = "file_id int, path string, newest boolean, segment_base_offset bigint"
