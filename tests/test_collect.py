@@ -338,3 +338,27 @@ def test_simulated_rows_are_what_the_walk_reads_from_the_simulated_bytes(
     entries, simulated = segment_rows(batches, torn if batches else 0, newest)
     assert entries == walked
     assert simulated == facts
+
+
+def test_bootstrap_runs_kafkas_tool_first_and_writes_its_output(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """--bootstrap-server runs kafka-topics.sh (a stand-in on the PATH here) before any log
+    file is read and writes its output at OUT's root; without the tool, a notice."""
+    dirs = make_log_dirs(tmp_path / "node", partitions=1)
+    bin_dir = tmp_path / "kafka-bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "kafka-topics.sh"
+    marker = tmp_path / "logs-untouched"
+    # (the stand-in records whether the collector had written any table yet)
+    tool.write_text("#!/bin/sh\n[ -z \"$(find %s -name 'batches.*' 2>/dev/null)\" ] && touch %s\n"
+                    "echo \"Topic: t0	PartitionCount: 1	args: $*\"\n" % (tmp_path / "out", marker))
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    manifest = _collect(dirs, tmp_path / "out", "--bootstrap-server", "localhost:9092")
+    text = (tmp_path / "out" / "topics-describe.txt").read_text()
+    assert "Topic: t0" in text and "--bootstrap-server localhost:9092 --describe" in text
+    assert marker.exists() and manifest["tools"] == {"topics-describe.txt": "written"}
+    monkeypatch.setenv("PATH", "/nonexistent")
+    manifest = _collect(dirs, tmp_path / "again", "--bootstrap-controller", "localhost:9093")
+    assert manifest["tools"] == {"metadata-quorum-status.txt": "tool not on the PATH"}
+    assert not (tmp_path / "again" / "metadata-quorum-status.txt").exists()
