@@ -215,7 +215,7 @@ SCAN_ONLY = """
 import json, os, sys
 from datetime import datetime, timezone
 from auditor.config import Config
-from auditor.load.kafka import listed_files
+from auditor.load.inputs import listed_files
 from auditor.run import prepare
 from auditor.spark import build_session
 from auditor.summarise.scan import scan_dumps

@@ -32,7 +32,7 @@ from auditor.ingest import discovery as d
 from auditor.ingest import dump_grammar as g
 from auditor.ingest.dumps import classified_lines
 from auditor.ingest.wholefile import read_dump_lines
-from auditor.load.kafka import listed_files
+from auditor.load.inputs import listed_files
 from auditor.spark import build_session
 from auditor.summarise.scan import scan_dumps
 

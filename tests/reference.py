@@ -161,8 +161,11 @@ def divergence_offset(follower: list[tuple[int, int, int, int | None]],
                       leader: list[tuple[int, int, int, int | None]],
                       lso: int | None, hmax: int | None = None, compacted: bool = False) -> int | None:
     """SPEC 4.4: the smallest offset the follower holds (in scope) where it does not agree
-    with the leader. Batches are ``(base, last, epoch, crc)``."""
-    candidates = []
+    with the leader. Batches are ``(base, last, epoch, crc)``. Two replicas agree where
+    both hold the same batch: a follower holding two batches of one base and last offset
+    (a repeat, one copy rewritten in epoch or content) agrees there when either is the
+    leader's batch."""
+    agreeing: dict[tuple[int, int], bool] = {}
     for base, last, epoch, crc in follower:
         if lso is not None and last < lso:
             continue
@@ -170,6 +173,9 @@ def divergence_offset(follower: list[tuple[int, int, int, int | None]],
             continue
         agrees = any(lb == base and ll == last and le == epoch and (crc is None or lc is None or crc == lc)
                      for lb, ll, le, lc in leader)
+        agreeing[(base, last)] = agreeing.get((base, last), False) or agrees
+    candidates = []
+    for (base, _), agrees in agreeing.items():
         if not agrees:
             floor = [base] + ([lso] if lso is not None else []) + ([hmax] if compacted and hmax is not None else [])
             candidates.append(max(floor))

@@ -301,18 +301,26 @@ def _write_content_cases(root: Path) -> list[str]:
     """Windows equal in count but not in content, away from every truncation probe: a
     follower whose batch 9 has another CRC (window 8-11 of 4 offsets), and a follower lagging
     within the tail whose last batch has another CRC (the tail prefix must match on digests,
-    not only on counts); and a healthy partition beside them. Returns their topics."""
+    not only on counts); a follower holding a batch twice, the first copy rewritten into an
+    older epoch, beside the leader's copy (they agree there: SPEC 4.4, both hold the batch;
+    found by the property test above); and a healthy partition beside them. Returns their
+    topics."""
+    leader = [(0, 2, 1), (3, 3, 1), (4, 6, 1), (7, 8, 1)]
+    write_partition(root, "rewritten-repeat", 0, {
+        1: Replica(leader, 9, checkpoint=[(1, 0)], segments=2),
+        2: Replica([(4, 6, 1), (7, 8, 0), (7, 8, 1)], 9, checkpoint=[(1, 0)], segments=3)})
     spans = [(i, i, 1) for i in range(20)]
     write_partition(root, "middle", 0, {1: Replica(spans, 20), 2: Replica(spans, 20, salt={9: "x"})})
     write_partition(root, "lagging", 0, {1: Replica(spans, 18), 2: Replica(spans[:18], 18, salt={17: "x"})})
     write_partition(root, "healthy", 0, {1: Replica(spans, 18), 2: Replica(spans[:18], 18)})
-    return ["middle", "lagging", "healthy"]
+    return ["middle", "lagging", "healthy", "rewritten-repeat"]
 
 
 def _check_content_cases(tables: dict) -> None:  # type: ignore[type-arg]
     """The windows that differ only in content are compared batch by batch (:func:`_write_content_cases`)."""
     rows = {r.topic: r for r in tables["replica_status"].filter(
-        (F.col("replica") == 2) & F.col("topic").isin("middle", "lagging", "healthy")).collect()}
+        (F.col("replica") == 2) & F.col("topic").isin("middle", "lagging", "healthy", "rewritten-repeat")).collect()}
     assert (rows["middle"].divergence_offset, rows["middle"].status) == (9, "silent_divergence")
     assert rows["lagging"].divergence_offset == 17
     assert rows["healthy"].divergence_offset is None and rows["healthy"].status != "silent_divergence"
+    assert rows["rewritten-repeat"].divergence_offset is None, rows["rewritten-repeat"]

@@ -7,19 +7,30 @@ listing jobs. What Spark then reads is an explicit list of files.
 
 from __future__ import annotations
 
-import functools
-import gzip
-import json
 import os
 import re
-import stat
-from collections import Counter
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from auditor import collect as c
 from auditor.errors import InputError, UsageError
+from auditor.ingest.collected_folder import walk_collected
+# (the kinds and the walk's results are read as this module's names too)
+from auditor.ingest.found import (  # noqa: F401
+    DESCRIBE,
+    DUMP,
+    HWM,
+    LEADER_EPOCH,
+    LOG_DIR_CHECKPOINTS,
+    LOG_START,
+    RECOVERY_POINT,
+    CollectedDir,
+    Discovery,
+    FileProblem,
+    InputFile,
+    add_file,
+    rel_path,
+)
 
 PARTITION_DIR = c.PARTITION_DIR  # (the folder and file names the collector knows too)
 BROKER_DIR = re.compile(r"^broker=(?P<id>.*)$")
@@ -27,12 +38,6 @@ SNAPSHOT_DIR = re.compile(r"^snapshot=(?P<label>.*)$")
 SKIPPED_DIR_SUFFIXES = c.SKIPPED_DIR_SUFFIXES
 DUMP_SUFFIXES = (".txt", ".dump")
 
-#: Kinds of input file.
-DUMP, LEADER_EPOCH, HWM, LOG_START, RECOVERY_POINT, DESCRIBE = (
-    "dump", "leader-epoch-checkpoint", "replication-offset-checkpoint",
-    "log-start-offset-checkpoint", "recovery-point-offset-checkpoint", "topics-describe",
-)
-LOG_DIR_CHECKPOINTS = (HWM, LOG_START, RECOVERY_POINT)
 #: Kafka's own segment files (SPEC 3.3): ``<20-digit base offset>.log`` in a partition folder.
 SEGMENT = "segment"
 SEGMENT_NAME = c.SEGMENT_NAME
@@ -53,73 +58,6 @@ KNOWN_NON_INPUT_SUFFIXES = (
     ".index", ".timeindex", ".snapshot", ".txnindex", ".log", ".deleted", ".cleaned",
     ".swap", ".tmp", ".json", ".checkpoint",
 )
-
-
-@dataclass(frozen=True)
-class InputFile:
-    """One file Spark will read, with everything its location tells."""
-
-    path: str  # absolute path
-    rel: str  # path relative to the input root, as stored in ``parse_errors.file``
-    kind: str
-    snapshot: datetime
-    broker: int | None
-    log_dir: str | None  # relative dir whose checkpoints apply to the partition folders in it
-    topic: str | None  # from the partition folder, when the file sits in one
-    partition: int | None
-    size: int
-
-
-@dataclass(frozen=True)
-class FileProblem:
-    """A file or folder that could not be used: becomes a ``parse_errors`` row."""
-
-    rel: str
-    snapshot: datetime | None
-    broker: int | None
-    error: str
-
-
-@dataclass(frozen=True)
-class CollectedDir:
-    """One log dir of a node folder that ``auditor collect`` wrote (SPEC 3.4): its tables,
-    read by Spark as the log dir it came from (:mod:`auditor.ingest.collected`). The driver
-    lists these few files per log dir, never one per partition or segment."""
-
-    rel: str  # the log dir's folder relative to the root (``broker=N/logdir=<k>``): its files' paths
-    snapshot: datetime
-    broker: int
-    batches: str  # absolute paths of its batch, segment and small-file tables
-    segments: str
-    small_files: str | None
-    table_format: str  # "parquet" or "csv.gz"
-    segment_rows: int  # rows of its segment table (one per segment or snapshot file)
-    small_file_rows: int
-    segment_bytes: int  # the collected segment files' bytes
-    partitions: int
-    crc_verified: bool
-    metadata_log: bool  # it holds KRaft's metadata log folder
-
-
-@dataclass
-class Discovery:
-    """The result of walking one input root."""
-
-    root: str
-    snapshots: list[datetime]
-    files: list[InputFile] = field(default_factory=list)
-    problems: list[FileProblem] = field(default_factory=list)
-    skipped: Counter[str] = field(default_factory=Counter)
-    #: ``*.swap`` files (a compaction result Kafka's log recovery would install), by path
-    #: relative to the root: skipped, counted and named in the run's summary (SPEC 3.3)
-    swaps: list[str] = field(default_factory=list)
-    #: The log dirs of collected node folders (``broker=N/collect.json``, SPEC 3.4).
-    collected: list[CollectedDir] = field(default_factory=list)
-
-    @property
-    def files_skipped(self) -> int:
-        """Files and folders deliberately left out (known non-inputs, -delete folders...)."""
-        return sum(self.skipped.values())
 
 
 def parse_snapshot_label(label: str) -> datetime:
@@ -160,7 +98,7 @@ def discover(root: str | os.PathLike[str], default_snapshot: datetime,
     roots = snapshot_roots(base, entries, BROKER_DIR, "broker=", snapshot_label, default_snapshot)
     result = Discovery(root=str(base), snapshots=[instant for instant, _ in roots])
     # walked from its absolute path: every path below it is then absolute, and a relative
-    # path is a slice (:func:`_rel`), not ``os.path.relpath``'s two ``abspath`` calls
+    # path is a slice (:func:`rel_path`), not ``os.path.relpath``'s two ``abspath`` calls
     absolute = Path(os.path.abspath(base))
     for instant, folder in roots:
         _walk_snapshot(result, absolute, Path(os.path.abspath(folder)), instant)
@@ -230,27 +168,15 @@ def _has_broker_dir(base: Path, snap_dirs: list[os.DirEntry[str]],
     return False
 
 
-def _rel(path: str | os.PathLike[str], base: Path) -> str:
-    """``os.path.relpath(path, base)`` for an absolute ``path`` under the absolute ``base``
-    (at 300,000 files, relpath's ``abspath`` and ``getcwd`` calls were seconds)."""
-    text, prefix = os.fspath(path), _prefix(base)
-    return text[len(prefix):] if text.startswith(prefix) and len(text) > len(prefix) else os.path.relpath(text, base)
-
-
-@functools.lru_cache(maxsize=64)
-def _prefix(base: Path) -> str:
-    return os.path.join(os.fspath(base), "")
-
-
 def _walk_snapshot(result: Discovery, base: Path, snap_root: Path, instant: datetime) -> None:
     try:
         entries = sorted(os.scandir(snap_root), key=lambda e: e.name)
     except OSError as exc:
-        result.problems.append(FileProblem(_rel(snap_root, base), instant, None,
+        result.problems.append(FileProblem(rel_path(snap_root, base), instant, None,
                                            f"folder cannot be read: {exc.strerror or exc}"))
         return
     for entry in entries:
-        rel = _rel(entry.path, base)
+        rel = rel_path(entry.path, base)
         if entry.is_dir():
             m = BROKER_DIR.match(entry.name)
             if m is None:
@@ -263,13 +189,13 @@ def _walk_snapshot(result: Discovery, base: Path, snap_root: Path, instant: date
                     rel, instant, None, f"broker folder {entry.name!r}: broker id is not an integer"))
                 continue
             if os.path.exists(os.path.join(entry.path, c.MANIFEST)):
-                _walk_collected(result, base, entry.path, instant, broker)
+                walk_collected(result, base, entry.path, instant, broker)
             else:
                 _walk_broker(result, base, Path(entry.path), instant, broker)
         elif entry.name == "topics-describe.txt":
-            _add_file(result, base, entry, DESCRIBE, instant, None, None, None, None)
+            add_file(result, base, entry, DESCRIBE, instant, None, None, None, None)
         elif entry.name == QUORUM_STATUS_NAME:
-            _add_file(result, base, entry, QUORUM_STATUS, instant, None, None, None, None)
+            add_file(result, base, entry, QUORUM_STATUS, instant, None, None, None, None)
         else:
             result.skipped["file at the snapshot root"] += 1
 
@@ -287,14 +213,14 @@ def _walk_broker(result: Discovery, base: Path, broker_root: Path, instant: date
             st = os.stat(folder)
             if (st.st_dev, st.st_ino) in seen:
                 result.problems.append(FileProblem(
-                    _rel(folder, base), instant, broker,
+                    rel_path(folder, base), instant, broker,
                     "folder links to a folder already read (a symlink loop?): not read again"))
                 continue
             seen.add((st.st_dev, st.st_ino))
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
         except OSError as exc:
             result.problems.append(FileProblem(
-                _rel(folder, base), instant, broker,
+                rel_path(folder, base), instant, broker,
                 f"folder cannot be read: {exc.strerror or exc}"))
             continue
         files = [e for e in entries if not e.is_dir()]
@@ -304,17 +230,17 @@ def _walk_broker(result: Discovery, base: Path, broker_root: Path, instant: date
             e.name.endswith(DUMP_SUFFIXES) or e.name == LEADER_EPOCH
             or SEGMENT_NAME.match(e.name) is not None
             or (kraft and _kraft_kind(e.name) is not None) for e in files)
-        log_dir = _rel(os.path.dirname(folder) if is_partition else folder, base)
+        log_dir = rel_path(os.path.dirname(folder) if is_partition else folder, base)
         for e in files:
             kind = _classify_file(e.name, is_partition, kraft)
             if kind is None:
                 result.skipped[_skip_reason(e.name)] += 1
                 if e.name.endswith(".swap"):
-                    result.swaps.append(_rel(e.path, base))
+                    result.swaps.append(rel_path(e.path, base))
                 continue
             topic = m.group("topic") if is_partition and m else None
             partition = int(m.group("partition")) if is_partition and m else None
-            _add_file(result, base, e, kind, instant, broker, log_dir, topic, partition)
+            add_file(result, base, e, kind, instant, broker, log_dir, topic, partition)
         for e in entries:
             if e.is_dir():
                 if e.name.endswith(SKIPPED_DIR_SUFFIXES):
@@ -323,92 +249,6 @@ def _walk_broker(result: Discovery, base: Path, broker_root: Path, instant: date
                     stack.append(e.path)
                 else:
                     result.skipped["folder inside a partition folder"] += 1
-
-
-LOG_DIR_LABEL = re.compile(r"^logdir=\d+$")
-
-
-def _walk_collected(result: Discovery, base: Path, root: str, instant: datetime, broker: int) -> None:
-    """A node folder ``auditor collect`` wrote: its manifest, each log dir's tables (a few
-    files, whatever the number of partitions) and copied checkpoint files.
-
-    Raises:
-        InputError: the manifest cannot be read or names a format version this auditor
-            does not know (SPEC 3.4: the run ends).
-    """
-    rel = _rel(root, base)
-    try:
-        with open(os.path.join(root, c.MANIFEST), encoding="utf-8") as handle:
-            manifest = json.load(handle)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{rel}/{c.MANIFEST}: a collected node folder whose manifest cannot be read: {exc}") from exc
-    if not isinstance(manifest, dict):
-        raise InputError(f"{rel}/{c.MANIFEST}: a collected node folder whose manifest is not a JSON object")
-    version = manifest.get("format_version")
-    if manifest.get("format") != c.FORMAT or version != c.FORMAT_VERSION:
-        raise InputError(f"{rel}/{c.MANIFEST}: a collected node folder of format {manifest.get('format')!r} "
-                         f"version {version!r}; this auditor reads {c.FORMAT!r} version {c.FORMAT_VERSION}")
-    if manifest.get("node_id") != broker:
-        result.problems.append(FileProblem(
-            f"{rel}/{c.MANIFEST}", instant, broker,
-            f"collected from node {manifest.get('node_id')!r}, in the folder of broker {broker}: read as broker {broker}"))
-    for reason, n in (manifest.get("skipped") or {}).items():
-        result.skipped[str(reason)] += int(n)
-    gone = (manifest.get("counts") or {}).get("vanished_files", 0)
-    if gone:
-        result.skipped["gone while collected (retention, compaction)"] += int(gone)
-    result.swaps.extend(f"{rel}/{name}" for name in manifest.get("swap_files") or [])
-    labels = {str(entry.get("label")) for entry in manifest.get("log_dirs") or []}
-    for other in os.listdir(root):
-        if other != c.MANIFEST and other not in labels:
-            result.skipped["not named by the collected folder's manifest"] += 1
-    for entry in manifest.get("log_dirs") or []:
-        label = str(entry.get("label"))
-        folder = os.path.join(root, label)
-        if not LOG_DIR_LABEL.match(label) or not os.path.isdir(folder):
-            result.problems.append(FileProblem(f"{rel}/{label}", instant, broker,
-                                               "a log dir the manifest names is not in the collected folder"))
-            continue
-        tables = {name: c.table_path(folder, name) for name in (c.BATCHES, c.SEGMENTS, c.SMALL_FILES)}
-        missing = [name for name in (c.BATCHES, c.SEGMENTS) if tables[name] is None]
-        if missing:
-            result.problems.append(FileProblem(f"{rel}/{label}", instant, broker,
-                                               f"collected log dir without its {' and '.join(missing)} table"))
-            continue
-        batches, segments, small = tables[c.BATCHES], tables[c.SEGMENTS], tables[c.SMALL_FILES]
-        assert batches is not None and segments is not None
-        formats = {c.CSV_GZ if p.endswith(c.CSV_GZ) else c.PARQUET for p in (batches, segments, small) if p}
-        if len(formats) > 1:
-            result.problems.append(FileProblem(f"{rel}/{label}", instant, broker,
-                                               "collected tables of two formats in one log dir"))
-            continue
-        try:
-            seg_rows, small_rows = table_rows(segments), table_rows(small) if small else 0
-        except (OSError, ValueError, EOFError) as exc:
-            result.problems.append(FileProblem(f"{rel}/{label}", instant, broker,
-                                               f"collected table cannot be read: {exc}"))
-            continue
-        result.collected.append(CollectedDir(
-            rel=f"{rel}/{label}", snapshot=instant, broker=broker, batches=batches, segments=segments,
-            small_files=small, table_format="csv.gz" if c.CSV_GZ in formats else "parquet",
-            segment_rows=seg_rows, small_file_rows=small_rows, segment_bytes=int(entry.get("segment_bytes") or 0),
-            partitions=int(entry.get("partitions") or 0), crc_verified=bool(manifest.get("crc_verified")),
-            metadata_log=bool(entry.get("metadata_log"))))
-        # the log dir's checkpoint files, copied as they are
-        for e in sorted(os.scandir(folder), key=lambda e: e.name):
-            if e.name in LOG_DIR_CHECKPOINTS:
-                _add_file(result, base, e, e.name, instant, broker, f"{rel}/{label}", None, None)
-
-
-def table_rows(path: str) -> int:
-    """The rows of a collected table: a Parquet file's footer says; a gzip CSV's lines are
-    counted (its header row aside)."""
-    if path.endswith(c.PARQUET):
-        import pyarrow.parquet as pq
-
-        return int(pq.ParquetFile(path).metadata.num_rows)
-    with gzip.open(path, "rb") as handle:
-        return max(0, sum(1 for _ in handle) - 1)
 
 
 def is_kraft_folder(topic: str, partition: str | int) -> bool:
@@ -447,24 +287,3 @@ def _skip_reason(name: str) -> str:
         return "log-dir checkpoint inside a partition folder"
     return "unrecognised file"
 
-
-def _add_file(result: Discovery, base: Path, entry: os.DirEntry[str], kind: str,
-              instant: datetime, broker: int | None, log_dir: str | None,
-              topic: str | None, partition: int | None) -> None:
-    rel = _rel(entry.path, base)
-    try:
-        st = entry.stat()  # follows a symlink: a dangling one cannot be read
-    except OSError as exc:
-        result.problems.append(FileProblem(rel, instant, broker, f"file cannot be read: {exc.strerror or exc}"))
-        return
-    if not stat.S_ISREG(st.st_mode):  # a FIFO would block the reader forever
-        result.problems.append(FileProblem(rel, instant, broker,
-                                           "not a regular file (a pipe, socket or device): not read"))
-        return
-    if not os.access(entry.path, os.R_OK):
-        result.problems.append(FileProblem(rel, instant, broker, "file cannot be read: permission denied"))
-        return
-    size = st.st_size
-    result.files.append(InputFile(
-        path=entry.path, rel=rel, kind=kind, snapshot=instant, broker=broker,
-        log_dir=log_dir, topic=topic, partition=partition, size=size))
