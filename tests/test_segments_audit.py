@@ -209,14 +209,21 @@ def test_byte_accounting(audited: dict[str, Path], both_ways: dict[str, Path]) -
 
 
 def test_a_damaged_snapshot_file_is_an_invalid_snapshot(spark: object, both_ways: dict[str, Path],
-                                                        tmp_path: Path) -> None:
+                                                        audited: dict[str, Path], tmp_path: Path) -> None:
     """Damage inside a KRaft snapshot file read in binary is KRAFT_SNAPSHOT_INVALID, never
-    CORRUPT_BATCH."""
+    CORRUPT_BATCH. Each non-empty snapshot file beside a dump of itself: the file is read
+    (the damage is found), the dump skipped, its lines counted as skipped (SPEC 3.3)."""
     root = tmp_path / "snap"
     shutil.copytree(both_ways["segments"], root)
     target = next(p for p in sorted(root.rglob("*.checkpoint")) if p.stat().st_size)
     data = target.read_bytes()
     target.write_bytes(data[:-10])  # a torn snapshot: its footer batch cut
+    # (a zero-length snapshot file beside its dump is a bare copy, the dump read: not these)
+    dumps = [p for p in sorted(both_ways["dumps"].rglob("*.checkpoint.txt"))
+             if (root / p.relative_to(both_ways["dumps"]).with_suffix("")).stat().st_size]
+    assert len(dumps) >= 2
+    for p in dumps:
+        shutil.copy(p, root / p.relative_to(both_ways["dumps"]))
     out = tmp_path / "out"
     run_audit(spark, str(root), str(out), Config(), run_id="r", snapshot_label=LABEL)
     findings = DeltaTable(str(out / "findings")).to_pyarrow_table().to_pylist()
@@ -224,6 +231,10 @@ def test_a_damaged_snapshot_file_is_an_invalid_snapshot(spark: object, both_ways
     invalid = [f for f in findings if f["check"] == "KRAFT_SNAPSHOT_INVALID" and rel in f["message"]]
     assert len(invalid) == 1 and "the file is damaged" in invalid[0]["message"], invalid
     assert not [f for f in findings if f["check"] == "CORRUPT_BATCH" and rel in f["details"]]
+    c, before = counts(out), counts(audited["segments"])
+    lines = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in dumps)
+    assert (c["lines"] - before["lines"], c["lines_skipped"] - before["lines_skipped"]) == (lines, lines)
+    assert (c["lines_parsed"], c["lines_quarantined"]) == (before["lines_parsed"], before["lines_quarantined"])
 
 
 def _replica(root: Path, broker: int, topic: str = "t", partition: int = 0) -> Path:
