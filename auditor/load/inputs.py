@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import NamedTuple
 
 from pyspark.sql import DataFrame, SparkSession
@@ -74,10 +75,10 @@ class Inputs:
     policy: SizePolicy
     plans: Plans
 
-    @property
+    @cached_property
     def other_files(self) -> list[tuple[int, d.InputFile]]:
         """The small files: neither dumps, segments nor bare KRaft snapshot copies (a copy is
-        binary: its name is all that is used, SPEC 4.7)."""
+        binary: its name is all that is used, SPEC 4.7); listed once per load."""
         return [(i, f) for i, f in self.listed.indexed if f.kind not in (d.DUMP, d.KRAFT_SNAPSHOT_FILE, d.SEGMENT)]
 
     @property

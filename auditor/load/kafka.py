@@ -34,7 +34,6 @@ from auditor.load import segments as seg
 from auditor.load import small as sm
 from auditor.load.binary import read_binary
 from auditor.load.inputs import Inputs, listed_files
-from auditor.load.small import small_lines
 from auditor.materialise import materialise, stored_rows
 from auditor.policy import CODEGEN_CONF, SMALL_TABLE_CONF, Plan, Plans, SizePolicy, codegen_on
 from auditor.summarise.scan import (
@@ -152,7 +151,7 @@ def parsed_cut(inputs: Inputs, first: dict[str, DataFrame], kraft_frames: dict[s
             parts = _without(parts, scan, shadow)
             scan = scan.join(shadow, ["file_id", "sec"], "left_anti")
     cps, desc = checkpoint_tables(first["checkpoints"]), describe_tables(first["describe"])
-    small = small_lines(cps, desc.lines if "kraft_lines" not in first
+    small = sm.small_lines(cps, desc.lines if "kraft_lines" not in first
                          else desc.lines.unionByName(first["kraft_lines"]))
     counts = parts.accounting.unionByName(small["small_counts"])
     accounting = binary.files.join(counts, "file_id", "left").select(
