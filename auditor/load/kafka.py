@@ -152,7 +152,7 @@ def parsed_cut(inputs: Inputs, first: dict[str, DataFrame], kraft_frames: dict[s
             scan = scan.join(shadow, ["file_id", "sec"], "left_anti")
     cps, desc = checkpoint_tables(first["checkpoints"]), describe_tables(first["describe"])
     small = sm.small_lines(cps, desc.lines if "kraft_lines" not in first
-                         else desc.lines.unionByName(first["kraft_lines"]))
+                            else desc.lines.unionByName(first["kraft_lines"]))
     counts = parts.accounting.unionByName(small["small_counts"])
     accounting = binary.files.join(counts, "file_id", "left").select(
         "file_id", "rel", "kind", "broker", "size", *[F.coalesce(col(c), lit(0)).alias(c) for c in LINE_COUNTS])
