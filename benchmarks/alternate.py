@@ -6,7 +6,10 @@
 Each round runs ``auditor audit SNAPSHOT --out <tmp> --fail-on never`` once per tree and
 snapshot, the trees in turn (A B A B ...: drift of the machine over the run falls on both),
 each in a fresh process started with that tree first on ``sys.path`` and this
-interpreter's packages. Prints one JSON line per snapshot: every run's seconds per tree,
+interpreter's packages, and first on ``PYTHONPATH``: Spark's Python workers (where segment
+files and etcd WALs are decoded) import that tree's code too, not the installed package's
+(until 2026-12-02 they imported the installed one's, so a change to the decoders measured
+the same code twice). Prints one JSON line per snapshot: every run's seconds per tree,
 their median, and each tree's median over the first tree's; with ``perf`` on the PATH also
 the CPU seconds of the run's whole process tree, the JVM included (``perf stat -e
 task-clock``), which varies less than wall time on a machine shared with others. Extra ``auditor audit``
@@ -39,7 +42,8 @@ def audit_seconds(tree: str, snapshot: str, extra: list[str], env: dict[str, str
         start = time.perf_counter()
         done = subprocess.run([*perf, sys.executable, "-c", RUN, os.path.abspath(tree), "audit", snapshot,
                                "--out", os.path.join(out, "tables"), "--fail-on", "never", *extra],
-                              capture_output=True, text=True, env={**os.environ, **env}, check=False)
+                              capture_output=True, text=True, env={**os.environ, **_python_path(tree), **env},
+                              check=False)
         seconds = time.perf_counter() - start
         if done.returncode != 0:
             raise SystemExit(f"{tree}: audit of {snapshot} failed ({done.returncode}):\n{done.stderr[-2000:]}")
@@ -52,6 +56,12 @@ def audit_seconds(tree: str, snapshot: str, extra: list[str], env: dict[str, str
         return seconds, cpu
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def _python_path(tree: str) -> dict[str, str]:
+    """``PYTHONPATH`` with ``tree`` first, for the run's Spark Python workers."""
+    theirs = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": os.pathsep.join([os.path.abspath(tree), *([theirs] if theirs else [])])}
 
 
 def main() -> None:
