@@ -103,16 +103,16 @@ ROWS_PER_BATCH = 1 << 16
 
 _TYPES = dict(COLUMNS)
 #: An entry tuple's fields as one Arrow struct: Arrow's converter takes the tuples as they
-#: are, field by field in C++ (0.37 us a row against 1.35 us for transposing them in Python
-#: and converting each column, measured on 65,536 rows of a simulated segment).
+#: are, field by field in C++ (a batch of 65,536 rows of a simulated segment in 0.40-0.67 us
+#: a row, against 1.35 us when they were transposed in Python and each column converted).
 _ENTRY_STRUCT = pa.struct([(name, _TYPES[name]) for name in ENTRY_FIELDS])
 
 
 def _arrow_batch(entry_ids: list[int], entries: list[tuple[Any, ...]]) -> pa.RecordBatch:
     """The Arrow batch of entries (tuples of :data:`ENTRY_FIELDS`) and their files' ids."""
     n = len(entries)
-    arrays = {"file_id": pa.array(entry_ids, pa.int32()),
-              **dict(zip(ENTRY_FIELDS, pa.array(entries, _ENTRY_STRUCT).flatten(), strict=True))}
+    fields = pa.array(entries, _ENTRY_STRUCT).flatten()
+    arrays = {"file_id": pa.array(entry_ids, pa.int32()), **dict(zip(ENTRY_FIELDS, fields, strict=True))}
     for name in FILE_FIELDS:
         arrays[name] = pa.nulls(n, _TYPES[name])
     return pa.RecordBatch.from_arrays([arrays[name] for name, _ in COLUMNS], schema=ARROW_SCHEMA)
