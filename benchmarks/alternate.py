@@ -70,8 +70,11 @@ def main() -> None:
     parser.add_argument("--tree", action="append", required=True, help="NAME=PATH of a source tree (2 or more)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--env", action="append", default=[], help="TREE:NAME=VALUE for that tree's runs")
-    args, extra = parser.parse_known_args()
-    extra = [a for a in extra if a != "--"]
+    # (what follows ``--`` is the audit's: argparse would take it as more snapshots)
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args, unknown = parser.parse_known_args(argv[:cut])
+    extra = [*unknown, *argv[cut + 1:]]
     trees = dict(t.split("=", 1) for t in args.tree)
     envs: dict[str, dict[str, str]] = {name: {} for name in trees}
     for setting in args.env:
