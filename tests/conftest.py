@@ -16,23 +16,22 @@ FIXTURES = Path(__file__).parent / "fixtures"
 DUMPS = FIXTURES / "dumps"
 
 
-#: The test files, longest first (their time in `scripts/test.sh --durations=60`, setup and
-#: calls, 2026-11-27: 115 s down to 9 s; the rest take a few seconds).
-#: They are collected in this order: pytest-xdist's `--dist loadfile` hands files to its
-#: two workers in collection order, first a few each, then one to whichever worker is free,
-#: so the long ones start early and the workers end within a short file of each other
-#: (longest first is the classic greedy schedule; in alphabetical order the last long
-#: file ran ~50 s after the other worker had finished).
-SLOW_FIRST = ("test_incremental.py", "test_segments_audit.py", "test_cluster.py",
-              "test_concurrency.py", "test_dump_formats.py", "test_snapshot_layout.py",
-              "test_run.py", "test_drill_model.py", "test_checks.py",
-              "test_simulator_precision.py", "test_secrets.py", "test_overtime.py",
-              "test_kraft.py", "test_collect_rehearsal.py", "test_report.py", "test_fuzz.py",
-              "test_etcd_rehearsal.py", "test_commit.py", "test_run_end.py", "test_seed_cases.py",
-              "test_engine_model.py", "test_large_files.py", "test_tiered.py",
-              "test_kraft_simulation.py", "test_etcd.py", "test_jvm.py", "test_simulator.py",
-              "test_bad_values.py", "test_materialise.py", "test_lineage_model.py",
-              "test_checkpoints_describe.py", "test_tabular.py", "test_eoe.py")
+#: The test files, longest first (their time in `pytest -n 2 --dist loadfile -q
+#: --durations=0`, setup, calls and teardown, 2026-12-02: 186 s down to 10 s; the rest take
+#: a few seconds). They are collected in this order, and `scripts/test.sh` passes
+#: `--no-loadscope-reorder`: pytest-xdist's `--dist loadfile` then hands files to its two
+#: workers in collection order, first a few each, then one to whichever worker is nearly
+#: done, so the long ones start early and the workers end within a short file of each other
+#: (longest first is the classic greedy schedule). Without that flag xdist orders files by
+#: their number of tests, and the longest file started last: the workers ended ~175 s apart.
+SLOW_FIRST = ("test_incremental.py", "test_segments_audit.py", "test_drill_model.py", "test_cluster.py",
+              "test_concurrency.py", "test_snapshot_layout.py", "test_checks.py", "test_run.py",
+              "test_secrets.py", "test_dump_formats.py", "test_report.py", "test_overtime.py",
+              "test_kraft.py", "test_fuzz.py", "test_simulator_precision.py", "test_engine_model.py",
+              "test_materialise.py", "test_run_end.py", "test_commit.py", "test_etcd_rehearsal.py",
+              "test_seed_cases.py", "test_kraft_simulation.py", "test_large_files.py",
+              "test_checkpoints_describe.py", "test_tiered.py", "test_simulator.py", "test_bad_values.py",
+              "test_etcd.py", "test_jvm.py", "test_collect_rehearsal.py")
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
