@@ -18,12 +18,13 @@ DUMPS = FIXTURES / "dumps"
 
 #: The test files, longest first (their time in `pytest -n 2 --dist loadfile -q
 #: --durations=0`, setup, calls and teardown, 2026-12-02: 186 s down to 10 s; the rest take
-#: a few seconds). They are collected in this order, and `scripts/test.sh` passes
-#: `--no-loadscope-reorder`: pytest-xdist's `--dist loadfile` then hands files to its two
-#: workers in collection order, first a few each, then one to whichever worker is nearly
+#: a few seconds). They are collected in this order, and pytest's options in pyproject.toml
+#: include `--no-loadscope-reorder`: pytest-xdist's `--dist loadfile` then hands files to its
+#: two workers in collection order, first a few each, then one to whichever worker is nearly
 #: done, so the long ones start early and the workers end within a short file of each other
 #: (longest first is the classic greedy schedule). Without that flag xdist orders files by
-#: their number of tests, and the longest file started last: the workers ended ~175 s apart.
+#: their number of tests and the longest file started late (a replay of the measured
+#: durations through xdist's scheduler: the workers ending 175 s apart).
 SLOW_FIRST = ("test_incremental.py", "test_segments_audit.py", "test_drill_model.py", "test_cluster.py",
               "test_concurrency.py", "test_snapshot_layout.py", "test_checks.py", "test_run.py",
               "test_secrets.py", "test_dump_formats.py", "test_report.py", "test_overtime.py",
