@@ -22,8 +22,8 @@ bash scripts/setup.sh
 # Two pytest processes (pytest-xdist), each with its own Spark session: most of a test's
 # time is one driver thread planning queries, so two of them keep both cores busy. A test
 # file runs whole in one process (its module fixtures are built once); files are handed out
-# in collection order, longest first (tests/conftest.py, SLOW_FIRST; pyproject.toml's
-# pytest options keep xdist from re-ordering them).
+# in collection order, longest first (tests/conftest.py, SLOW_FIRST; its pytest_configure
+# keeps xdist from re-ordering them).
 # AUDITOR_TEST_WORKERS=0 runs everything in this process.
 set +e
 .venv/bin/python -m pytest -n "${AUDITOR_TEST_WORKERS:-2}" --dist loadfile "$@"

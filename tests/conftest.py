@@ -18,8 +18,8 @@ DUMPS = FIXTURES / "dumps"
 
 #: The test files, longest first (their time in `pytest -n 2 --dist loadfile -q
 #: --durations=0`, setup, calls and teardown, 2026-12-02: 186 s down to 10 s; the rest take
-#: a few seconds). They are collected in this order, and pytest's options in pyproject.toml
-#: include `--no-loadscope-reorder`: pytest-xdist's `--dist loadfile` then hands files to its
+#: a few seconds). They are collected in this order, and :func:`pytest_configure` sets what
+#: pytest-xdist's `--no-loadscope-reorder` sets: its `--dist loadfile` then hands files to its
 #: two workers in collection order, first a few each, then one to whichever worker is nearly
 #: done, so the long ones start early and the workers end within a short file of each other
 #: (longest first is the classic greedy schedule). Without that flag xdist orders files by
@@ -33,6 +33,13 @@ SLOW_FIRST = ("test_incremental.py", "test_segments_audit.py", "test_drill_model
               "test_seed_cases.py", "test_kraft_simulation.py", "test_large_files.py",
               "test_checkpoints_describe.py", "test_tiered.py", "test_simulator.py", "test_bad_values.py",
               "test_etcd.py", "test_jvm.py", "test_collect_rehearsal.py")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # (As an option here, not in pyproject.toml's addopts: there a run without xdist,
+    # `pytest -p no:xdist`, would stop at an option it does not know.)
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
