@@ -160,26 +160,27 @@ def truncate_kip101(leader_cache: list[Entry], leader_leo: int, cache: list[Entr
 def divergence_offset(follower: list[tuple[int, int, int, int | None]],
                       leader: list[tuple[int, int, int, int | None]],
                       lso: int | None, hmax: int | None = None, compacted: bool = False) -> int | None:
-    """SPEC 4.4: the smallest offset the follower holds (in scope) where it does not agree
-    with the leader. Batches are ``(base, last, epoch, crc)``. Two replicas agree where
-    both hold the same batch: a follower holding two batches of one base and last offset
-    (a repeat, one copy rewritten in epoch or content) agrees there when either is the
-    leader's batch."""
-    agreeing: dict[tuple[int, int], bool] = {}
-    for base, last, epoch, crc in follower:
-        if lso is not None and last < lso:
-            continue
-        if compacted and hmax is not None and last < hmax:
-            continue
-        agrees = any(lb == base and ll == last and le == epoch and (crc is None or lc is None or crc == lc)
-                     for lb, ll, le, lc in leader)
-        agreeing[(base, last)] = agreeing.get((base, last), False) or agrees
-    candidates = []
-    for (base, _), agrees in agreeing.items():
-        if not agrees:
-            floor = [base] + ([lso] if lso is not None else []) + ([hmax] if compacted and hmax is not None else [])
-            candidates.append(max(floor))
-    return min(candidates) if candidates else None
+    """SPEC 4.4, offset by offset: the smallest offset the follower holds (in scope: at or
+    above ``lso`` and, compacted, ``hmax``) where it does not agree with the leader. Batches
+    are ``(base, last, epoch, crc)``. The two agree at an offset when some batch of the
+    follower covering it is a batch the leader holds (same base, last and epoch; the same
+    CRC when both have one): a follower batch the leader lacks holds no divergence at the
+    offsets its own agreeing batches also cover (an overlap)."""
+    floors = ([lso] if lso is not None else []) + ([hmax] if compacted and hmax is not None else [])
+
+    def agrees(b: tuple[int, int, int, int | None]) -> bool:
+        base, last, epoch, crc = b
+        return any(lb == base and ll == last and le == epoch and (crc is None or lc is None or crc == lc)
+                   for lb, ll, le, lc in leader)
+
+    agreeing = [b for b in follower if agrees(b)]
+    # the smallest such offset is the first in scope of a batch, or one past an agreeing batch
+    candidates = {max([b[0], *floors]) for b in follower} | {b[1] + 1 for b in agreeing}
+    for o in sorted(candidates):
+        held = any(b[0] <= o <= b[1] for b in follower) and all(o >= f for f in floors)
+        if held and not any(b[0] <= o <= b[1] for b in agreeing):
+            return o
+    return None
 
 
 def pair_checks(d: int | None, t: int | None, leo_f: int, leo_l: int, hwm_f: int | None,

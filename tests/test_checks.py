@@ -69,6 +69,13 @@ def checked(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
     write_partition(root, "isr-overlap", 0, {1: Replica([(0, 2, 1), (3, 3, 0), (3, 3, 1)], 4),
                                              2: Replica([(0, 2, 1), (3, 3, 1)], 4)})
     meta["isr-overlap"] = [PartitionMeta(0, 1, (1, 2), (1, 2))]
+    # the follower's batch at 3 is one the leader lacks, but its own agreeing batches cover
+    # offsets 3 and 4 (and, in partition 0, 5 and 6 too): it agrees there (SPEC 4.4)
+    write_partition(root, "covered", 0, {1: Replica([(0, 4, 1), (5, 9, 1)], 10),
+                                         2: Replica([(0, 4, 1), (3, 6, 1), (5, 9, 1)], 10)})
+    write_partition(root, "covered", 1, {1: Replica([(0, 4, 1), (5, 9, 1)], 10),
+                                         2: Replica([(0, 4, 1), (3, 7, 1)], 5)})
+    meta["covered"] = [PartitionMeta(p, 1, (1, 2), (1, 2)) for p in range(2)]
     write_partition(root, "absent", 0, {1: Replica([(0, 4, 1)], 5), 2: Replica([(0, 4, 1)], 5)})
     meta["absent"] = [PartitionMeta(0, 9, (9, 1, 2), (9, 1, 2))]
     # compacted: the follower's cleaner removed epoch 2 entirely, and its cache lost the entry
@@ -175,6 +182,18 @@ def test_isr_and_hwm_checks_with_allowlist(checked) -> None:  # type: ignore[no-
     assert sup["ISR_INCOMPLETE"] is True and sup["HWM_ABOVE_LEO"] is False
     leaders = {r.leader for r in checked["findings"].filter(F.col("topic") == "isr").collect()}
     assert leaders == {1}
+
+
+def test_offsets_covered_by_agreeing_batches_agree(checked) -> None:  # type: ignore[no-untyped-def]
+    rs = {r.partition: r for r in checked["replica_status"].filter(
+        (F.col("topic") == "covered") & (F.col("replica") == 2)).collect()}
+    # partition 0: every offset it holds is covered by a batch the leader holds too
+    assert (rs[0].divergence_offset, rs[0].status) == (None, "in_sync")
+    # partition 1: offsets 5 to 7 only by the batch at 3, which the leader lacks
+    assert (rs[1].divergence_offset, rs[1].truncation_offset, rs[1].status) == (5, None, "silent_divergence")
+    assert ("SILENT_DIVERGENCE", "CRITICAL", 2, 5, 8, None) in found(checked, "covered", 1)
+    assert ("OFFSET_OVERLAP", "ERROR", 2, 3, 7, 1) in found(checked, "covered", 0)
+    assert not {f for f in found(checked, "covered", 0) if f[0] in ("SILENT_DIVERGENCE", "DIVERGENT_SUFFIX")}
 
 
 def test_a_leader_batch_beside_an_agreeing_one_at_its_base_is_lacking(checked) -> None:  # type: ignore[no-untyped-def]

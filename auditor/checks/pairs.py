@@ -102,6 +102,7 @@ def compared_sides(pairs: DataFrame, batches: DataFrame, differing: DataFrame) -
 
 def follower_verdicts(pairs: DataFrame, batches: DataFrame, trunc: DataFrame, compared: DataFrame, *,
                       answers: DataFrame, windows: DataFrame, read_windows: DataFrame, protocol: str,
+                      irregular: DataFrame | None = None, differing: DataFrame | None = None,
                       kraft: bool = False) -> DataFrame:
     """Per follower: ``divergence_offset``, truncation results, and the first same-epoch
     conflict.
@@ -118,12 +119,26 @@ def follower_verdicts(pairs: DataFrame, batches: DataFrame, trunc: DataFrame, co
             offset the follower holds that the leader does not hold at all.
         windows: the window summaries; read_windows: ``KEY, win`` of the windows in ``batches``.
         protocol: the audit's protocol (``--protocol``).
+        irregular: ``KEY`` of the replicas read whole, whose batches may overlap (SPEC 4.4:
+            a follower's offset covered by an agreeing batch of its own agrees), with
+            ``differing`` (``PARTITION, replica, leader, win``: the windows ``compared``
+            holds); the follower's other windows are equal to its leader's.
         kraft: the input has KRaft's metadata log (SPEC 4.7): the rows then carry
             ``protocol`` (per row: ``kraft`` for the metadata log, else ``protocol``) and
             ``fetch_snapshot`` (from ``trunc``).
     """
     other = answers.select(*KEY, "first_other")
-    exact = divergence_offsets(compared, "follower", "leader").withColumnRenamed("follower", "replica")
+    overlapping, covering = None, None
+    if irregular is not None and differing is not None:
+        overlapping = irregular.select(*PARTITION, col("replica").alias("follower"))
+        sides = [*PARTITION, "follower", "leader"]
+        covering = batches.join(irregular, KEY, "left_semi").join(pairs.select(*KEY, "leader"), KEY).select(
+            *PARTITION, col("replica").alias("follower"), "leader", "win", col("base_offset").alias("base"),
+            col("last_offset").alias("last")).join(
+            differing.select(*PARTITION, col("replica").alias("follower"), "leader", "win"), [*sides, "win"],
+            "left_anti")
+    exact = divergence_offsets(compared, "follower", "leader", overlapping, covering).withColumnRenamed(
+        "follower", "replica")
     d = exact.join(other, KEY, "full").select(
         *KEY, F.least("divergence_offset", "first_other").alias("divergence_offset")).filter(
         col("divergence_offset").isNotNull())

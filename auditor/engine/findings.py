@@ -34,8 +34,8 @@ def verdicts(cuts: Cuts, plan: Plan, snapshot: Snapshot, rolled: Rolled, pairs: 
     its truncation removes (SPEC 4.3-4.4), stored."""
     return cuts.cut(plan, verdicts=follower_verdicts(
         pairs, batches.drilled, batches.per_log["trunc"], batches.per_log["compared"], answers=compared.answers,
-        windows=rolled.windows, read_windows=batches.read_windows, kraft=snapshot.kraft is not None,
-        protocol=protocol))["verdicts"]
+        windows=rolled.windows, read_windows=batches.read_windows, irregular=rolled.irregular,
+        differing=compared.differing, kraft=snapshot.kraft is not None, protocol=protocol))["verdicts"]
 
 
 def final_findings(cuts: Cuts, plan: Plan, snapshot: Snapshot, facts: Facts, pairs: DataFrame, cache: DataFrame,

@@ -7,7 +7,7 @@ batches, so comparing two replicas is an equi-join of their batches on ``base_of
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 
 from auditor import columns as F
 from auditor.columns import col, lit
@@ -58,14 +58,68 @@ def _first_offset_in_scope() -> F.Column:
     )
 
 
-def divergence_offsets(compared: DataFrame, own: str, other: str) -> DataFrame:
+def divergence_offsets(compared: DataFrame, own: str, other: str, overlapping: DataFrame | None = None,
+                       covering: DataFrame | None = None) -> DataFrame:
     """``divergence_offset`` of ``own`` against ``other``: the smallest offset ``own`` holds
-    in scope where the two do not agree; no row when every batch in scope agrees."""
+    in scope where the two do not agree; no row when every batch in scope agrees.
+
+    Where ``own``'s batches do not overlap, each offset lies in one batch, and the first
+    in-scope offset of the first batch that agrees with nothing is the answer. Where they
+    do (``overlapping``: ``PARTITION`` + ``own``, the replicas whose own batches may overlap),
+    an offset also agrees when another batch of ``own`` covering it agrees: the answer is
+    the smallest offset of a disagreeing batch that no agreeing batch covers
+    (:func:`_first_uncovered`). ``covering``: ``PARTITION, own, other, base, last`` of
+    further batches of those replicas known to agree (the windows equal on their summaries,
+    not compared batch by batch).
+    """
     per_batch = compared.filter(col("in_scope")).groupBy(*PARTITION, own, other, "base", "last", "lso", "hmax",
                                                              "compacted").agg(
         F.max(col("agrees").cast("int")).alias("agree"))
+    if overlapping is None:
+        return _first_disagreeing(per_batch, own, other)
+    own_key = [*PARTITION, own]
+    apart = _first_disagreeing(per_batch.join(overlapping, own_key, "left_anti"), own, other)
+    return apart.unionByName(_first_uncovered(per_batch.join(overlapping, own_key, "left_semi"), covering, own, other))
+
+
+def _first_disagreeing(per_batch: DataFrame, own: str, other: str) -> DataFrame:
     return per_batch.filter(col("agree") == 0).groupBy(*PARTITION, own, other).agg(
         F.min(_first_offset_in_scope()).alias("divergence_offset"))
+
+
+def _first_uncovered(per_batch: DataFrame, covering: DataFrame | None, own: str, other: str) -> DataFrame:
+    """The smallest offset of ``per_batch``'s disagreeing batches (from their first offset in
+    scope) that none of its agreeing batches, nor ``covering``'s, covers.
+
+    That offset is a disagreeing batch's first offset in scope or one past an agreeing
+    batch's last (the offset before it is either not in a disagreeing batch or covered). So
+    each of those offsets is a candidate, placed after every batch starting at or before it:
+    the running maximum of the agreeing batches' last offsets says whether one covers it,
+    that of the disagreeing ones' whether it is held there."""
+    pair = [*PARTITION, own, other]
+    agreeing = per_batch.filter(col("agree") == 1).select(*pair, "base", "last")
+    if covering is not None:
+        agreeing = agreeing.unionByName(covering.select(*pair, "base", "last"))
+    # (only the replica pairs with a disagreeing batch: the others have no answer)
+    disagreeing = per_batch.filter(col("agree") == 0).select(*pair, _first_offset_in_scope().alias("pos"), "last")
+    agreeing = agreeing.join(disagreeing.select(*pair).distinct(), pair, "left_semi")
+    none = lit(None).cast("bigint")
+    events = (agreeing.select(*pair, col("base").alias("pos"), lit(0).alias("kind"), col("last").alias("a_end"),
+                              none.alias("x_end"))
+              .unionByName(disagreeing.select(*pair, "pos", lit(0).alias("kind"), none.alias("a_end"),
+                                              col("last").alias("x_end")))
+              .unionByName(disagreeing.select(*pair, "pos", lit(1).alias("kind"), none.alias("a_end"),
+                                              none.alias("x_end")))
+              .unionByName(agreeing.select(*pair, (col("last") + 1).alias("pos"), lit(1).alias("kind"),
+                                           none.alias("a_end"), none.alias("x_end"))))
+    # (a total order: rows that tie on every column are the same row; the running maxima
+    # at a candidate are over every batch starting at or before it)
+    upto = Window.partitionBy(*pair).orderBy("pos", "kind", "a_end", "x_end")
+    running = events.select(*pair, "pos", "kind", F.max("a_end").over(upto).alias("covered_to"),
+                            F.max("x_end").over(upto).alias("held_to"))
+    uncovered = (col("kind") == 1) & (col("held_to") >= col("pos")) & (
+        col("covered_to").isNull() | (col("covered_to") < col("pos")))
+    return running.filter(uncovered).groupBy(*pair).agg(F.min("pos").alias("divergence_offset"))
 
 
 def same_epoch_conflicts(compared: DataFrame, own: str, other: str) -> DataFrame:
