@@ -1,8 +1,9 @@
 """The summaries and the drill-down against the pure-Python reference model.
 
 Replica histories (tests/history.py) are damaged here and there: a batch dropped (a gap), a
-batch stretched over the next one or back over the one before (overlaps), a batch printed twice (two dumps of one
-segment), a batch rewritten with other content or in a lower epoch (a regression). Windows
+batch stretched over the next one or back over the one before (overlaps), a batch printed
+twice (two dumps of one segment), a batch rewritten with other content or in a lower epoch
+(a regression). Windows
 are made 4 offsets wide and a section's tail 2 lines, so one history spans many windows:
 some windows equal, some different, differences at window edges, followers lagging by more
 and by less than the tail. Each replica's log is dumped as 1 to 4 segment files, and only
@@ -46,6 +47,19 @@ class Damaged:
     segments: dict[int, int]  # dump files (segments) each replica's log is split into
 
 
+def _can_stretch_back(log: list[Batch], i: int) -> bool:
+    return log[i][0] > log[i - 1][0] + 1
+
+
+def _stretch_back(draw: st.DrawFn, log: list[Batch], i: int) -> None:
+    """Batch ``i`` stretched back over the one before it (the ``cover`` damage): where that
+    one agrees, the offsets both cover agree (SPEC 4.4), and the divergence starts after it.
+    (Not onto the base of that one: the dump writer salts a batch's CRC by its base, so the
+    two would share the content of one.)"""
+    base, last, epoch, content = log[i]
+    log[i] = (draw(st.integers(log[i - 1][0] + 1, base - 1)), last, epoch, content + "<")
+
+
 @st.composite
 def damaged_histories(draw: st.DrawFn, cover: bool = False) -> Damaged:
     """``cover``: first, where a follower holds a batch of its leader's log followed by
@@ -54,11 +68,10 @@ def damaged_histories(draw: st.DrawFn, cover: bool = False) -> Damaged:
     h = draw(histories())
     logs = {rid: list(r.log) for rid, r in h.replicas.items()}
     spots = [(rid, i) for rid, log in logs.items() if rid != h.leader for i in range(1, len(log))
-             if log[i][0] > log[i - 1][0] + 1 and log[i - 1] in h.replicas[h.leader].log]
-    if cover and spots:
+             if _can_stretch_back(log, i) and log[i - 1] in h.replicas[h.leader].log] if cover else []
+    if spots:
         rid, i = draw(st.sampled_from(spots))
-        base, last, epoch, content = logs[rid][i]
-        logs[rid][i] = (draw(st.integers(logs[rid][i - 1][0] + 1, base - 1)), last, epoch, content + "<")
+        _stretch_back(draw, logs[rid], i)
     for _ in range(draw(st.integers(0, 3))):
         rid = draw(st.sampled_from(sorted(logs)))
         log = logs[rid]
@@ -75,12 +88,8 @@ def damaged_histories(draw: st.DrawFn, cover: bool = False) -> Damaged:
             del log[i]
         elif damage == "overlap":
             log[i - 1] = (log[i - 1][0], base, log[i - 1][2], log[i - 1][3] + "+")
-        elif damage == "cover" and base > log[i - 1][0] + 1:
-            # a batch stretched back over the one before it: where that one agrees, the
-            # offsets both cover agree (SPEC 4.4), and the divergence starts after it. (Not
-            # onto the base of that one: the dump writer salts a batch's CRC by its base, so
-            # the two would share the content of one.)
-            log[i] = (draw(st.integers(log[i - 1][0] + 1, base - 1)), last, epoch, content + "<")
+        elif damage == "cover" and _can_stretch_back(log, i):
+            _stretch_back(draw, log, i)
         elif damage == "repeat":
             log.insert(i, log[i])
         elif damage == "content" and sum(1 for b in log if b[:3] == (base, last, epoch)) == 1:

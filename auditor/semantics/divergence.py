@@ -93,9 +93,10 @@ def _first_uncovered(per_batch: DataFrame, covering: DataFrame | None, own: str,
 
     That offset is a disagreeing batch's first offset in scope or one past an agreeing
     batch's last (the offset before it is either not in a disagreeing batch or covered). So
-    each of those offsets is a candidate, placed after every batch starting at or before it:
-    the running maximum of the agreeing batches' last offsets says whether one covers it,
-    that of the disagreeing ones' whether it is held there."""
+    each of those offsets is a candidate, placed after every agreeing batch starting at or
+    before it: the running maximum of the agreeing batches' last offsets says whether one
+    covers it, that of the disagreeing ones' (each its own candidate) whether it is held
+    there."""
     pair = [*PARTITION, own, other]
     agreeing = per_batch.filter(col("agree") == 1).select(*pair, "base", "last")
     if covering is not None:
@@ -103,13 +104,13 @@ def _first_uncovered(per_batch: DataFrame, covering: DataFrame | None, own: str,
     # (only the replica pairs with a disagreeing batch: the others have no answer)
     disagreeing = per_batch.filter(col("agree") == 0).select(*pair, _first_offset_in_scope().alias("pos"), "last")
     agreeing = agreeing.join(disagreeing.select(*pair).distinct(), pair, "left_semi")
+    # agreeing batches (kind 0) before the candidates at their offset (kind 1): each
+    # disagreeing batch at its first offset in scope, and one past each agreeing batch
     none = lit(None).cast("bigint")
     events = (agreeing.select(*pair, col("base").alias("pos"), lit(0).alias("kind"), col("last").alias("a_end"),
                               none.alias("x_end"))
-              .unionByName(disagreeing.select(*pair, "pos", lit(0).alias("kind"), none.alias("a_end"),
-                                              col("last").alias("x_end")))
               .unionByName(disagreeing.select(*pair, "pos", lit(1).alias("kind"), none.alias("a_end"),
-                                              none.alias("x_end")))
+                                              col("last").alias("x_end")))
               .unionByName(agreeing.select(*pair, (col("last") + 1).alias("pos"), lit(1).alias("kind"),
                                            none.alias("a_end"), none.alias("x_end"))))
     # (a total order: rows that tie on every column are the same row; the running maxima
