@@ -157,6 +157,22 @@ def truncate_kip101(leader_cache: list[Entry], leader_leo: int, cache: list[Entr
     return Truncation(cut, 1) if cut < leo else Truncation(None, 0)
 
 
+def truncate_raft(leader: list[Batch], follower: list[Batch], leo: int) -> Truncation:
+    """SPEC 4.3 ``raft``: ``o`` = the first index the follower holds at which the leader has
+    no entry or an entry of another term, then ``floor_F(o)`` below LEO(F). Index by index:
+    an index holds one entry per batch covering it (``(base, last, epoch)``), and it
+    conflicts when one of the follower's entries there has a term no leader entry there
+    has."""
+    def terms(batches: list[Batch], o: int) -> set[int]:
+        return {b[2] for b in batches if b[0] <= o <= b[1]}
+
+    for o in sorted({o for b in follower for o in range(b[0], b[1] + 1)}):
+        if terms(follower, o) - terms(leader, o):
+            cut = floor_offset(follower, o)
+            return Truncation(cut, 1) if cut < leo else Truncation(None, 0)
+    return Truncation(None, 0)
+
+
 def divergence_offset(follower: list[tuple[int, int, int, int | None]],
                       leader: list[tuple[int, int, int, int | None]],
                       lso: int | None, hmax: int | None = None, compacted: bool = False) -> int | None:

@@ -79,7 +79,8 @@ def damaged_histories(draw: st.DrawFn, cover: bool = False) -> Damaged:
             continue
         i = draw(st.integers(1, len(log) - 1))
         base, last, epoch, content = log[i]
-        damage = draw(st.sampled_from(["gap", "overlap", "cover", "repeat", "content", "regress", "retention"]))
+        damage = draw(st.sampled_from(["gap", "overlap", "cover", "repeat", "content", "regress", "retention",
+                                       "split", "merge"]))
         if damage == "retention":
             # local segments deleted (retention, tiered storage): the log starts at a higher
             # offset, and what it held below is out of every comparison's scope (SPEC 2, 4.4)
@@ -98,6 +99,13 @@ def damaged_histories(draw: st.DrawFn, cover: bool = False) -> Damaged:
             log[i] = (base, last, epoch, content + "x")
         elif damage == "regress" and epoch > 0:
             log[i] = (base, last, epoch - 1, content + "r")
+        elif damage == "split" and last > base:
+            # one batch written as two in its epoch (or, on the leader, the others' one as
+            # two): the offsets agree in term, not as batches (the raft rule, SPEC 4.3)
+            cut = draw(st.integers(base, last - 1))
+            log[i:i + 1] = [(base, cut, epoch, content + "a"), (cut + 1, last, epoch, content + "b")]
+        elif damage == "merge" and i + 1 < len(log) and log[i + 1][0] == last + 1 and log[i + 1][2] == epoch:
+            log[i:i + 2] = [(base, log[i + 1][1], epoch, content + "m")]
     long_enough = sorted(rid for rid, log in logs.items() if len(log) >= 2)
     if long_enough and draw(st.booleans()):  # one replica's oldest local segments deleted, as above
         rid = draw(st.sampled_from(long_enough))
@@ -157,7 +165,7 @@ def _expected(d: Damaged) -> tuple[dict, dict, set]:  # type: ignore[type-arg]
         found |= {(rid, "OFFSET_GAP", a, b) for a, b in gaps} | {(rid, "OFFSET_OVERLAP", a, b) for a, b in overlaps}
         found |= {(rid, "EPOCH_REGRESSION", a, b, e) for a, b, e in runs}
         if rid == lead:
-            status[rid] = (len(log), leo[rid], None, None, None)
+            status[rid] = (len(log), leo[rid], None, None, None, None)
             continue
         lso = max(start[rid], start[lead])
         if log:
@@ -167,9 +175,10 @@ def _expected(d: Damaged) -> tuple[dict, dict, set]:  # type: ignore[type-arg]
             tr = ref.truncate_epoch(cache[lead], leo[lead], cache[rid], leo[rid], h.replicas[rid].hwm, spans)
             t = None if tr.missing_hwm else tr.offset
             removed = sum(last - base + 1 for base, last, _, _ in log if t is not None and last >= t)
-            status[rid] = (len(log), leo[rid], d_off, t, removed if not tr.missing_hwm else None)
+            raft = ref.truncate_raft([b[:3] for b in logs[lead]], spans, leo[rid]).offset
+            status[rid] = (len(log), leo[rid], d_off, t, removed if not tr.missing_hwm else None, raft)
         else:  # an empty follower holds nothing to compare, but ISR_INCOMPLETE still applies
-            status[rid] = (0, leo[rid], None, None, None)
+            status[rid] = (0, leo[rid], None, None, None, None)
         l_hwm = h.replicas[lead].hwm
         if l_hwm is not None:  # ISR_INCOMPLETE: every replica is in the ISR
             held = set(log)
@@ -251,7 +260,13 @@ def test_summaries_and_drill_down_match_the_model(spark, tmp_path_factory, monke
     # partitions). Files read again: a large input's plans, and every drilled batch counts
     # as log-sized, so the audit runs spread out from the drill-down on.
     with _batches_in_scan(spark, batches_in_scan) as policy:
-        tables = audit(load_snapshot(spark, str(root), policy=policy), "epoch", run_id="drill")
+        snapshot = load_snapshot(spark, str(root), policy=policy)
+        tables = audit(snapshot, "epoch", run_id="drill")
+        # the raft rule, offset by offset, on the small input's way only (a large input's
+        # audit costs the suite ~35 s more; the rule's windows are chosen the same way)
+        raft = ({(r.topic, r.replica): r.truncation_offset
+                 for r in audit(snapshot, "raft", run_id="drill-raft")["replica_status"].collect()}
+                if batches_in_scan else None)
     rs = {(r.topic, r.replica): r for r in tables["replica_status"].collect()}
     lineage: dict[tuple[str, int], list] = {}  # type: ignore[type-arg]
     for r in tables["epoch_lineage"].filter(F.col("source") == "log").collect():
@@ -265,11 +280,13 @@ def test_summaries_and_drill_down_match_the_model(spark, tmp_path_factory, monke
     for i, d in enumerate(ds):
         topic = f"h{i}"
         status, want_lineage, want_found = _expected(d)
-        for rid, (count, leo, d_off, t, removed) in status.items():
+        for rid, (count, leo, d_off, t, removed, raft_t) in status.items():
             r = rs[(topic, rid)]
             assert (r.batch_count, r.log_end_offset) == (count, leo), (topic, rid, d)
             if r.role == "follower" and count:
                 assert (r.divergence_offset, r.truncation_offset) == (d_off, t), (topic, rid, d)
+                if raft is not None:
+                    assert raft[(topic, rid)] == raft_t, ("raft", topic, rid, d)
                 if removed is not None:
                     assert r.records_to_truncate == removed, (topic, rid, d)
             assert sorted(lineage.get((topic, rid), [])) == want_lineage[rid], (topic, rid, d)

@@ -75,3 +75,36 @@ def test_missing_batches_table(spark, tmp_path: Path) -> None:  # type: ignore[n
     write(tmp_path / "hwm.csv", "topic,partition,replica,high_watermark\n")
     with pytest.raises(InputError, match="no batches table"):
         load_snapshot(spark, str(tmp_path), format="table")
+
+
+#: The raft rule offset by offset (SPEC 4.3): one partition per case, leader 5 and follower
+#: 3, ``(base, last, epoch)`` of each; windows are 2^16 offsets wide (a batch at 65,530 to
+#: 65,545 crosses an edge). The follower's truncation offset under ``raft``.
+RAFT_CASES = {
+    # one leader batch, the follower's offsets in two of the same term: nothing conflicts
+    "split": ([(0, 9, 1)], [(0, 4, 1), (5, 9, 1)], None),
+    # one follower batch over two leader batches, the second of another term: 5 conflicts,
+    # and the follower's batch holding it goes (floor_F(5) = 0)
+    "span": ([(0, 4, 1), (5, 9, 2)], [(0, 9, 1)], 0),
+    # the leader's batch crosses a window edge, the follower's two do not: the follower's
+    # window after the edge has no leader batch starting in it, yet each offset is covered
+    "edge-leader-absent": ([(65530, 65545, 1)], [(65530, 65535, 1), (65536, 65545, 1)], None),
+    # ... with the follower holding only a prefix of the leader's window before the edge
+    "edge-prefix": ([(0, 0, 1), (65530, 65545, 1)], [(0, 0, 1), (65536, 65545, 1)], None),
+    # ... and holding nothing before it
+    "edge-follower-absent": ([(65530, 65545, 1)], [(65536, 65545, 1)], None),
+    # the crossing batch covers less than the follower holds after the edge: 65,541 conflicts
+    "edge-short": ([(65530, 65540, 1)], [(65530, 65535, 1), (65536, 65545, 1)], 65536),
+}
+
+
+def test_raft_truncation_looks_offset_by_offset(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    rows = [f"{case},0,{replica},{base},{last},{epoch},{base * 7 + replica}\n"
+            for case, (leader, follower, _) in RAFT_CASES.items()
+            for replica, batches in ((5, leader), (3, follower)) for base, last, epoch in batches]
+    write(tmp_path / "batches.csv", "topic,partition,replica,base_offset,last_offset,epoch,crc\n" + "".join(rows))
+    write(tmp_path / "metadata.csv", "topic,partition,leader,replicas,isr\n"
+          + "".join(f'{case},0,5,"3,5","3,5"\n' for case in RAFT_CASES))
+    out = audit(load_snapshot(spark, str(tmp_path), format="table"), run_id="raft-offsets")
+    got = {r.topic: r.truncation_offset for r in out["replica_status"].filter("replica = 3").collect()}
+    assert got == {case: want for case, (_, _, want) in RAFT_CASES.items()}

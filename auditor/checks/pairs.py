@@ -54,7 +54,8 @@ def build_pairs(facts: DataFrame, cache: DataFrame, scope: DataFrame) -> DataFra
 
 
 def truncations(pairs: DataFrame, batches: DataFrame, protocol: str, snapshot_starts: bool = False, *,
-                 compared: DataFrame, answers: DataFrame, kraft: DataFrame | None = None) -> DataFrame:
+                 compared: DataFrame, answers: DataFrame, kraft: DataFrame | None = None,
+                 irregular: DataFrame | None = None, differing: DataFrame | None = None) -> DataFrame:
     """Per evaluable follower: where it truncates (SPEC 4.3), ``KEY`` +
     :data:`auditor.semantics.truncation.RESULT_COLUMNS` (+ ``fetch_snapshot`` with ``kraft``).
 
@@ -67,7 +68,9 @@ def truncations(pairs: DataFrame, batches: DataFrame, protocol: str, snapshot_st
     Args:
         pairs: :func:`build_pairs`.
         batches: the batches read exactly (see :func:`follower_verdicts`).
-        compared, answers: as for :func:`follower_verdicts` (``raft`` only).
+        compared, answers, irregular, differing: as for :func:`follower_verdicts` (``raft``
+            only: the leader's batches read, and an irregular follower's batches in windows
+            equal on their summaries, are what covers the follower's offsets).
         kraft: when the input has KRaft's metadata log (SPEC 4.7): its pairs' truncation by
             the ``kraft`` protocol (:func:`auditor.semantics.kraft.truncate_kraft`), used
             whatever ``protocol`` says.
@@ -79,7 +82,12 @@ def truncations(pairs: DataFrame, batches: DataFrame, protocol: str, snapshot_st
         trunc = truncate_epoch(evaluable, batches)
     elif protocol == "raft":
         other = answers.select(*KEY, "first_other")
-        raft = raft_offsets(compared, "follower", "leader", snapshot_starts).withColumnRenamed(
+        leader = batches.select(*PARTITION, col("replica").alias("leader"), col("base_offset").alias("base"),
+                                col("last_offset").alias("last"), "epoch").join(
+            pairs.select(*PARTITION, col("replica").alias("follower"), "leader"), [*PARTITION, "leader"])
+        if irregular is not None and differing is not None:
+            leader = leader.unionByName(_agreeing_elsewhere(pairs, batches, irregular, differing).drop("win"))
+        raft = raft_offsets(compared, leader, "follower", "leader", snapshot_starts).withColumnRenamed(
             "follower", "replica").drop("leader").join(other, KEY, "full").select(
             *KEY, F.least("raft_offset", "first_other").alias("raft_offset")).filter(col("raft_offset").isNotNull())
         trunc = truncate_one_step(evaluable, batches, protocol, raft)
@@ -88,6 +96,18 @@ def truncations(pairs: DataFrame, batches: DataFrame, protocol: str, snapshot_st
     if kraft is not None:
         trunc = trunc.select("*", lit(None).cast(SNAPSHOT_ID).alias("fetch_snapshot")).unionByName(kraft)
     return trunc
+
+
+def _agreeing_elsewhere(pairs: DataFrame, batches: DataFrame, irregular: DataFrame, differing: DataFrame) -> DataFrame:
+    """The irregular followers' batches (read whole) in the windows not decided batch by
+    batch: those are equal to their leaders' on summaries, so each is a batch its leader
+    holds too. ``PARTITION, follower, leader, win, base, last, epoch``."""
+    sides = [*PARTITION, "follower", "leader"]
+    return batches.join(irregular, KEY, "left_semi").join(pairs.select(*KEY, "leader"), KEY).select(
+        *PARTITION, col("replica").alias("follower"), "leader", "win", col("base_offset").alias("base"),
+        col("last_offset").alias("last"), "epoch").join(
+        differing.select(*PARTITION, col("replica").alias("follower"), "leader", "win"), [*sides, "win"],
+        "left_anti")
 
 
 def compared_sides(pairs: DataFrame, batches: DataFrame, differing: DataFrame) -> DataFrame:
@@ -131,12 +151,7 @@ def follower_verdicts(pairs: DataFrame, batches: DataFrame, trunc: DataFrame, co
     overlapping, covering = None, None
     if irregular is not None and differing is not None:
         overlapping = irregular.select(*PARTITION, col("replica").alias("follower"))
-        sides = [*PARTITION, "follower", "leader"]
-        covering = batches.join(irregular, KEY, "left_semi").join(pairs.select(*KEY, "leader"), KEY).select(
-            *PARTITION, col("replica").alias("follower"), "leader", "win", col("base_offset").alias("base"),
-            col("last_offset").alias("last")).join(
-            differing.select(*PARTITION, col("replica").alias("follower"), "leader", "win"), [*sides, "win"],
-            "left_anti")
+        covering = _agreeing_elsewhere(pairs, batches, irregular, differing)
     exact = divergence_offsets(compared, "follower", "leader", overlapping, covering).withColumnRenamed(
         "follower", "replica")
     d = exact.join(other, KEY, "full").select(

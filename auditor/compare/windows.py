@@ -12,12 +12,13 @@ do (:func:`floor_windows`), in the windows that hold those offsets.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 
 from auditor import columns as F
 from auditor.columns import col, lit
 from auditor.semantics.eoe import ENTRY, eoe, latest_epoch
 from auditor.semantics.truncation import kip101_offset, least_strict
+from auditor.summarise import digest as digest_module
 from auditor.summarise.digest import COMBINE, DIGEST_SUMS, digest, fold
 
 KEY = ["snapshot", "topic", "partition", "replica"]
@@ -86,6 +87,8 @@ def window_verdicts(pairs: DataFrame, windows: DataFrame, tails: DataFrame, repl
         p.join(lw, [*PARTITION, "leader"]).select(*keys, *[f"l_{c}" for c in sums]), keys, "full")
     same = ((col("f_n") == col("l_n")) & (col("f_d1") == col("l_d1")) & (col("f_d2") == col("l_d2"))
             & (col("f_crcless") == 0) & (col("l_crcless") == 0))
+    if all_windows:
+        both = both.select("*", _leader_straddles().alias("straddle"))
     reaches = F.greatest(col("f_max_last"), col("l_max_last")) >= col("floor")
     differ = both.filter(~F.coalesce(same, lit(False)) & (lit(all_windows) | reaches))
     if not all_windows:
@@ -104,6 +107,8 @@ def window_verdicts(pairs: DataFrame, windows: DataFrame, tails: DataFrame, repl
     prefix = ((col("l_n") - col("x_n") == col("f_n")) & (left_d1 == col("f_d1")) & (left_d2 == col("f_d2"))
               & (col("f_crcless") == 0) & (col("l_crcless") == 0))
     known = F.coalesce(col("f_regular"), lit(False)) & F.coalesce(col("l_regular"), lit(False))
+    if all_windows:  # (the raft rule: a leader's batch across a window edge is read)
+        known = known & ~col("straddle")
     verdict = (
         F.when(~known, lit(DRILL))
         .when(col("f_n").isNull(), F.when(col("l_min_base") >= col("floor"), lit(FOLLOWER_ABSENT)))
@@ -114,6 +119,21 @@ def window_verdicts(pairs: DataFrame, windows: DataFrame, tails: DataFrame, repl
         *PARTITION, "replica", "leader", "win", F.coalesce(verdict, lit(DRILL)).alias("verdict"),
         col("f_min_base").alias("f_first"), col("l_min_base").alias("l_first"),
         col("x_first").alias("extra_first"))
+
+
+def _leader_straddles() -> Column:
+    """Whether a leader's batch crosses the window's edges: one of an earlier window reaches
+    into it, or its last batch reaches into a later one. The ``raft`` rule looks offset by
+    offset (SPEC 4.3: an offset the follower holds is covered by any leader batch of its
+    epoch holding it), so such a window is read batch by batch, with the window the batch
+    starts in: a verdict on summaries (the leader absent, the follower absent or holding a
+    prefix) speaks of batches by their base offsets, and the crossing batch then covers
+    offsets of another window."""
+    pair = Window.partitionBy(*PARTITION, "replica", "leader").orderBy("win")
+    before = F.max("l_max_last").over(pair.rowsBetween(Window.unboundedPreceding, -1))
+    start = F.shiftleft(col("win"), digest_module.WINDOW_BITS)
+    after = F.shiftleft(col("win") + 1, digest_module.WINDOW_BITS)
+    return F.coalesce(before >= start, lit(False)) | F.coalesce(col("l_max_last") >= after, lit(False))
 
 
 #: The sums of a window summary that :func:`in_scope` restricts, and how each combines.
@@ -187,8 +207,8 @@ def truncation_probes(pairs: DataFrame, protocol: str) -> DataFrame:
     ``epoch``: a follower whose first OffsetsForLeaderEpoch round reports divergence (later
     rounds and the 2.8 fallback only use the epoch caches' start offsets, both LEOs, the
     HWM and their floors). ``kip-101`` and ``hwm``: the one offset, when it is below the
-    follower's LEO. ``raft``: none (its offset is a base offset the follower holds, found in
-    a differing window).
+    follower's LEO. ``raft``: none (its offset lies in a batch the follower holds in a
+    window read batch by batch).
 
     Returns:
         ``KEY`` (``replica`` = the follower) and ``probe``.

@@ -262,7 +262,8 @@ def batch_level(cuts: Cuts, plan: Plan, snapshot: Snapshot, rolled: Rolled, pair
         # reads them instead of analysing them again at every step; the batches compared
         # leader against follower are stored once for both (raft's truncation reads them)
         trunc=truncations(pairs, drilled, protocol, snapshot_starts=snapshot.format == "etcd",
-                          compared=compared_pairs, answers=compared.answers, kraft=kraft_truncated),
+                          compared=compared_pairs, answers=compared.answers, kraft=kraft_truncated,
+                          irregular=rolled.irregular, differing=compared.differing),
         compared=compared_pairs,
         rebuilt=cuts.union([regular_rebuilt_cache(rolled.epochs, rolled.replicas), lineage.rebuilt_cache(whole)], plan),
         log_lineage=cuts.union([regular_lineage(rolled.epochs, rolled.replicas), lineage.log_lineage(whole)], plan),

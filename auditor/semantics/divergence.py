@@ -89,38 +89,44 @@ def _first_disagreeing(per_batch: DataFrame, own: str, other: str) -> DataFrame:
 
 def _first_uncovered(per_batch: DataFrame, covering: DataFrame | None, own: str, other: str) -> DataFrame:
     """The smallest offset of ``per_batch``'s disagreeing batches (from their first offset in
-    scope) that none of its agreeing batches, nor ``covering``'s, covers.
-
-    That offset is a disagreeing batch's first offset in scope or one past an agreeing
-    batch's last (the offset before it is either not in a disagreeing batch or covered). So
-    each of those offsets is a candidate, placed after every agreeing batch starting at or
-    before it: the running maximum of the agreeing batches' last offsets says whether one
-    covers it, that of the disagreeing ones' (each its own candidate) whether it is held
-    there."""
+    scope) that none of its agreeing batches, nor ``covering``'s, covers."""
     pair = [*PARTITION, own, other]
     agreeing = per_batch.filter(col("agree") == 1).select(*pair, "base", "last")
     if covering is not None:
         agreeing = agreeing.unionByName(covering.select(*pair, "base", "last"))
-    # (only the replica pairs with a disagreeing batch: the others have no answer)
     disagreeing = per_batch.filter(col("agree") == 0).select(*pair, _first_offset_in_scope().alias("pos"), "last")
-    agreeing = agreeing.join(disagreeing.select(*pair).distinct(), pair, "left_semi")
-    # agreeing batches (kind 0) before the candidates at their offset (kind 1): each
-    # disagreeing batch at its first offset in scope, and one past each agreeing batch
+    return uncovered(disagreeing, agreeing, pair).withColumnRenamed("first_uncovered", "divergence_offset")
+
+
+def uncovered(held: DataFrame, cover: DataFrame, keys: list[str]) -> DataFrame:
+    """Per ``keys``: the smallest offset of ``held``'s stretches (``pos`` to ``last``) that
+    none of ``cover``'s batches (``base`` to ``last``) covers; no row when each is covered.
+    ``keys + ["first_uncovered"]``.
+
+    That offset is a stretch's first offset or one past a covering batch's last (the offset
+    before it is either not held or covered). So each of those offsets is a candidate,
+    placed after every covering batch starting at or before it: the running maximum of the
+    covering batches' last offsets says whether one covers it, that of the held stretches'
+    (each its own candidate) whether it is held there."""
+    # (only the keys with a held stretch: the others have no answer)
+    cover = cover.select(*keys, "base", "last").join(held.select(*keys).distinct(), keys, "left_semi")
+    # covering batches (kind 0) before the candidates at their offset (kind 1): each held
+    # stretch at its first offset, and one past each covering batch
     none = lit(None).cast("bigint")
-    events = (agreeing.select(*pair, col("base").alias("pos"), lit(0).alias("kind"), col("last").alias("a_end"),
-                              none.alias("x_end"))
-              .unionByName(disagreeing.select(*pair, "pos", lit(1).alias("kind"), none.alias("a_end"),
-                                              col("last").alias("x_end")))
-              .unionByName(agreeing.select(*pair, (col("last") + 1).alias("pos"), lit(1).alias("kind"),
-                                           none.alias("a_end"), none.alias("x_end"))))
+    events = (cover.select(*keys, col("base").alias("pos"), lit(0).alias("kind"), col("last").alias("a_end"),
+                           none.alias("x_end"))
+              .unionByName(held.select(*keys, "pos", lit(1).alias("kind"), none.alias("a_end"),
+                                       col("last").alias("x_end")))
+              .unionByName(cover.select(*keys, (col("last") + 1).alias("pos"), lit(1).alias("kind"),
+                                        none.alias("a_end"), none.alias("x_end"))))
     # (a total order: rows that tie on every column are the same row; the running maxima
     # at a candidate are over every batch starting at or before it)
-    upto = Window.partitionBy(*pair).orderBy("pos", "kind", "a_end", "x_end")
-    running = events.select(*pair, "pos", "kind", F.max("a_end").over(upto).alias("covered_to"),
+    upto = Window.partitionBy(*keys).orderBy("pos", "kind", "a_end", "x_end")
+    running = events.select(*keys, "pos", "kind", F.max("a_end").over(upto).alias("covered_to"),
                             F.max("x_end").over(upto).alias("held_to"))
-    uncovered = (col("kind") == 1) & (col("held_to") >= col("pos")) & (
+    free = (col("kind") == 1) & (col("held_to") >= col("pos")) & (
         col("covered_to").isNull() | (col("covered_to") < col("pos")))
-    return running.filter(uncovered).groupBy(*pair).agg(F.min("pos").alias("divergence_offset"))
+    return running.filter(free).groupBy(*keys).agg(F.min("pos").alias("first_uncovered"))
 
 
 def same_epoch_conflicts(compared: DataFrame, own: str, other: str) -> DataFrame:
@@ -147,17 +153,27 @@ def first_missing(compared: DataFrame, own: str, other: str, below: str) -> Data
         F.min("base").alias("first_missing"))
 
 
-def raft_offsets(compared: DataFrame, own: str, other: str, from_log_start: bool = False) -> DataFrame:
-    """openraft's conflict index: the first index ``own`` holds at which ``other`` has no
-    entry or an entry of another term. Same-term entries are never truncated.
+def raft_offsets(compared: DataFrame, leader: DataFrame, own: str, other: str, from_log_start: bool = False) -> DataFrame:
+    """openraft's conflict index (SPEC 4.3): the first index ``own`` holds at which ``other``
+    has no entry or an entry of another term, offset by offset: an offset of one of
+    ``own``'s batches agrees when a batch of ``other`` in that batch's epoch covers it,
+    whatever their base offsets. Same-term entries are never truncated.
 
-    ``from_log_start``: only indexes at or above both log starts count. For logs whose start
-    is a Raft snapshot (``--format etcd``), the leader's entries below its start are in its
-    snapshot, not missing: a leader never sends entries there (it sends the snapshot, which
-    a follower holding the snapshot's entry keeps its log against)."""
+    Args:
+        compared: :func:`compared_batches` of ``own``'s batches to look at.
+        leader: ``PARTITION, own, other, base, last, epoch`` of ``other``'s batches that may
+            cover them (those read exactly; an irregular ``own``'s batches in windows equal
+            on their summaries are ``other``'s too).
+        from_log_start: only indexes at or above both log starts count. For logs whose
+            start is a Raft snapshot (``--format etcd``), the leader's entries below its
+            start are in its snapshot, not missing: a leader never sends entries there (it
+            sends the snapshot, which a follower holding the snapshot's entry keeps its log
+            against).
+    """
     if from_log_start:
         compared = compared.filter(col("lso").isNull() | (col("last") >= col("lso")))
-    per_batch = compared.groupBy(*PARTITION, own, other, "base").agg(
-        F.max((col("o_epoch") == col("epoch")).cast("int")).alias("same_term"))
-    return per_batch.filter(F.coalesce(col("same_term"), lit(0)) == 0).groupBy(*PARTITION, own, other).agg(
-        F.min("base").alias("raft_offset"))
+    keys = [*PARTITION, own, other, "epoch"]
+    held = compared.select(*keys, col("base").alias("pos"), "last").distinct()
+    cover = leader.filter(col("epoch").isNotNull()).select(*keys, "base", "last")
+    return uncovered(held, cover, keys).groupBy(*PARTITION, own, other).agg(
+        F.min("first_uncovered").alias("raft_offset"))
