@@ -76,6 +76,15 @@ def checked(spark, tmp_path_factory):  # type: ignore[no-untyped-def]
     write_partition(root, "covered", 1, {1: Replica([(0, 4, 1), (5, 9, 1)], 10),
                                          2: Replica([(0, 4, 1), (3, 7, 1)], 5)})
     meta["covered"] = [PartitionMeta(p, 1, (1, 2), (1, 2)) for p in range(2)]
+    # both logs start at 5 (log-start-offset-checkpoint), inside the leader's batch [3, 7],
+    # which the member holds with other content: that batch does not start at or above the
+    # local log starts, so it is not lacking (SPEC 5); in partition 1 [8, 9] is
+    start_at_5 = [(0, 2, 1), (3, 7, 1), (8, 9, 1)]
+    for p, salt in ((0, {3: "x"}), (1, {3: "x", 8: "x"})):
+        write_partition(root, "isr-start", p, {1: Replica(start_at_5, 10), 2: Replica(start_at_5, 10, salt=salt)})
+    for b in (1, 2):
+        (root / f"broker={b}" / "data" / "log-start-offset-checkpoint").write_text("0\n2\nisr-start 0 5\nisr-start 1 5\n")
+    meta["isr-start"] = [PartitionMeta(p, 1, (1, 2), (1, 2)) for p in range(2)]
     write_partition(root, "absent", 0, {1: Replica([(0, 4, 1)], 5), 2: Replica([(0, 4, 1)], 5)})
     meta["absent"] = [PartitionMeta(0, 9, (9, 1, 2), (9, 1, 2))]
     # compacted: the follower's cleaner removed epoch 2 entirely, and its cache lost the entry
@@ -194,6 +203,13 @@ def test_offsets_covered_by_agreeing_batches_agree(checked) -> None:  # type: ig
     assert ("SILENT_DIVERGENCE", "CRITICAL", 2, 5, 8, None) in found(checked, "covered", 1)
     assert ("OFFSET_OVERLAP", "ERROR", 2, 3, 7, 1) in found(checked, "covered", 0)
     assert not {f for f in found(checked, "covered", 0) if f[0] in ("SILENT_DIVERGENCE", "DIVERGENT_SUFFIX")}
+
+
+def test_a_leader_batch_across_the_local_log_start_is_never_lacking(checked) -> None:  # type: ignore[no-untyped-def]
+    isr = lambda p: {f for f in found(checked, "isr-start", p) if f[0] == "ISR_INCOMPLETE"}  # noqa: E731
+    assert isr(0) == set() and isr(1) == {("ISR_INCOMPLETE", "CRITICAL", 2, 8, 10, None)}
+    # the offsets from the log start on still differ
+    assert ("LOG_MATCHING_VIOLATION", "CRITICAL", 2, 5, 10, None) in found(checked, "isr-start", 0)
 
 
 def test_a_leader_batch_beside_an_agreeing_one_at_its_base_is_lacking(checked) -> None:  # type: ignore[no-untyped-def]

@@ -182,7 +182,7 @@ def _expected(d: Damaged) -> tuple[dict, dict, set]:  # type: ignore[type-arg]
         l_hwm = h.replicas[lead].hwm
         if l_hwm is not None:  # ISR_INCOMPLETE: every replica is in the ISR
             held = set(log)
-            lacking = [b for b in logs[lead] if b[0] < l_hwm and b[1] >= lso and b not in held]
+            lacking = [b for b in logs[lead] if lso <= b[0] < l_hwm and b not in held]
             if lacking:
                 found.add((rid, "ISR_INCOMPLETE", min(b[0] for b in lacking), l_hwm))
     return status, lineage, found

@@ -142,12 +142,15 @@ def same_epoch_conflicts(compared: DataFrame, own: str, other: str) -> DataFrame
 
 
 def first_missing(compared: DataFrame, own: str, other: str, below: str) -> DataFrame:
-    """The first base offset of a batch of ``own`` (in scope, below column ``below``) that
-    ``other`` does not hold an agreeing copy of. Each batch on its own: where ``own`` holds
-    two batches at one base offset (an overlap), ``other`` holding a copy of one of them
-    does not make it hold the other (SPEC 5, ``ISR_INCOMPLETE``: "some batch the leader
-    holds ... has no agreeing batch")."""
-    per_batch = compared.filter(col("in_scope") & (col("base") < col(below))).groupBy(
+    """The first base offset of a batch of ``own`` (starting in scope, below column
+    ``below``) that ``other`` does not hold an agreeing copy of. SPEC 5, ``ISR_INCOMPLETE``:
+    "some batch the leader holds, with base offset below HWM(L) and at or above both local
+    log start offsets, has no agreeing batch": a batch across a local log start is not
+    one (its range would start below it, where nothing is "not held", SPEC 2). Each batch
+    on its own: where ``own`` holds two batches at one base offset (an overlap), ``other``
+    holding a copy of one of them does not make it hold the other."""
+    starts_in_scope = col("in_scope") & (_first_offset_in_scope() == col("base"))
+    per_batch = compared.filter(starts_in_scope & (col("base") < col(below))).groupBy(
         *PARTITION, own, other, "base", "last", "epoch", "crc").agg(F.max(col("agrees").cast("int")).alias("agree"))
     return per_batch.filter(col("agree") == 0).groupBy(*PARTITION, own, other).agg(
         F.min("base").alias("first_missing"))

@@ -95,15 +95,22 @@ class Log:
         base = r.base + (offset - r.base) // r.size * r.size
         return BatchRef(base, base + r.size - 1, r.epoch, r.tag)
 
-    def first_disagreement(self, other: Log, below: int | None = None, start: int = 0) -> int | None:
+    def first_disagreement(self, other: Log, below: int | None = None, start: int = 0,
+                           whole: bool = False) -> int | None:
         """The first offset of this log (below ``below``) held by a batch that ``other`` does
         not hold an identical copy of: that batch's base, or ``start`` when the batch
         reaches over it (batches ending below ``start`` are not compared: SPEC 4.5's
-        compacted range). Copies keep the writer's tag and offsets, so this walks runs."""
+        compacted range). ``whole``: only batches starting at or above ``start``
+        (``ISR_INCOMPLETE``, SPEC 5). Copies keep the writer's tag and offsets, so this
+        walks runs."""
         for ra in self.runs:
             if ra.end <= start:
                 continue
             pos = ra.base_reaching(start)
+            if whole and pos < start:
+                pos += ra.size
+                if pos >= ra.end:
+                    continue
             if below is not None and max(pos, start) >= below:
                 return None
             i = other._run_index(pos)

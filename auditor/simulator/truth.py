@@ -199,7 +199,7 @@ def _pair(h: PartitionHistory, f: Replica) -> tuple[FollowerTruth, list[Claim]]:
     if conflict is not None:
         claim("SAME_EPOCH_CONFLICT", "CRITICAL", conflict.base, conflict.last + 1)
     if in_isr(h, b):
-        missing = lead.log.first_disagreement(f.log, below=lead.hwm, start=floor)
+        missing = lead.log.first_disagreement(f.log, below=lead.hwm, start=floor, whole=True)
         if missing is not None:
             claim("ISR_INCOMPLETE", "CRITICAL", missing, lead.hwm)
     return FollowerTruth(t_, p, b, d, t, tr.rounds), claims
