@@ -121,7 +121,8 @@ def test_log_sequence_checks(checked) -> None:  # type: ignore[no-untyped-def]
         ("OFFSET_GAP", "WARNING", 1, 5, 10, 1),
         ("OFFSET_OVERLAP", "ERROR", 1, 12, 14, 1),
         ("CORRUPT_BATCH", "CRITICAL", 1, 15, 17, 3),
-        ("EPOCH_REGRESSION", "ERROR", 1, 17, 21, 2),
+        # one per batch in epoch 2 after epoch 3 (SPEC 5: per occurrence, the batch)
+        ("EPOCH_REGRESSION", "ERROR", 1, 17, 19, 2), ("EPOCH_REGRESSION", "ERROR", 1, 19, 21, 2),
     }
 
 

@@ -123,28 +123,24 @@ def damaged_histories(draw: st.DrawFn, cover: bool = False) -> Damaged:
 
 
 def _sequence(batches: list[Batch]) -> tuple[set[tuple[int, int]], set[tuple[int, int]], set[tuple[int, int, int]]]:
-    """Gaps, overlaps and epoch-regression runs of a replica's log (SPEC 5), as the engine
-    defines them: batches in offset order, each against the highest offset and epoch before it."""
+    """Gaps, overlaps and epoch regressions of a replica's log (SPEC 5), as the engine
+    defines them: batches in offset order, each against the highest offset and epoch before
+    it; one regression per batch whose epoch is below an earlier batch's."""
     ordered = sorted(set(batches), key=lambda b: (b[0], b[1], b[2], b[3]))
-    gaps, overlaps, runs = set(), set(), []
+    gaps, overlaps, regressions = set(), set(), set()
     prev_last: int | None = None
     max_epoch: int | None = None
-    prev_reg: tuple[int, int] | None = None  # (last, epoch) of the previous regressing batch
     for base, last, epoch, _ in ordered:
         if prev_last is not None and base > prev_last + 1:
             gaps.add((prev_last + 1, base))
         if prev_last is not None and base <= prev_last:
             overlaps.add((base, last + 1))
         if epoch >= 0 and max_epoch is not None and epoch < max_epoch:
-            if prev_reg is not None and prev_reg == (prev_last, epoch) and runs and runs[-1][2] == epoch:
-                runs[-1][1] = max(runs[-1][1], last + 1)
-            else:
-                runs.append([base, last + 1, epoch])
-            prev_reg = (last, epoch)
+            regressions.add((base, last + 1, epoch))
         prev_last = last if prev_last is None else max(prev_last, last)
         if epoch >= 0:
             max_epoch = epoch if max_epoch is None else max(max_epoch, epoch)
-    return gaps, overlaps, {tuple(r) for r in runs}  # type: ignore[misc]
+    return gaps, overlaps, regressions
 
 
 def _expected(d: Damaged) -> tuple[dict, dict, set]:  # type: ignore[type-arg]
@@ -161,9 +157,9 @@ def _expected(d: Damaged) -> tuple[dict, dict, set]:  # type: ignore[type-arg]
     for rid, log in logs.items():
         spans = [(b, last, e) for b, last, e, _ in log]
         lineage[rid] = sorted(ref.log_lineage(spans))
-        gaps, overlaps, runs = _sequence(d.logs[rid])
+        gaps, overlaps, regressions = _sequence(d.logs[rid])
         found |= {(rid, "OFFSET_GAP", a, b) for a, b in gaps} | {(rid, "OFFSET_OVERLAP", a, b) for a, b in overlaps}
-        found |= {(rid, "EPOCH_REGRESSION", a, b, e) for a, b, e in runs}
+        found |= {(rid, "EPOCH_REGRESSION", a, b, e) for a, b, e in regressions}
         if rid == lead:
             status[rid] = (len(log), leo[rid], None, None, None, None)
             continue
@@ -331,8 +327,8 @@ def test_tail_rows_come_from_the_two_newest_segment_files(spark, tmp_path, monke
 
 def test_the_model_finds_sequence_problems() -> None:
     log = [(0, 1, 1, "a"), (2, 3, 1, "b"), (6, 6, 2, "c"), (5, 8, 2, "d"), (9, 9, 1, "e"), (10, 10, 1, "f")]
-    gaps, overlaps, runs = _sequence(log)
-    assert gaps == {(4, 5)} and overlaps == {(6, 7)} and runs == {(9, 11, 1)}
+    gaps, overlaps, regressions = _sequence(log)
+    assert gaps == {(4, 5)} and overlaps == {(6, 7)} and regressions == {(9, 10, 1), (10, 11, 1)}
 
 
 def _batches_in_scan(spark: object, on: bool) -> contextlib.AbstractContextManager[object]:

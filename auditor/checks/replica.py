@@ -34,7 +34,6 @@ def batch_sequence_checks(batches: DataFrame, scope: DataFrame) -> DataFrame:
         # the highest offset any earlier batch reached (an overlapping batch can end lower)
         F.max("last_offset").over(before).alias("prev_last"),
         F.max(F.when(col("epoch") >= 0, col("epoch"))).over(before).alias("max_before"),
-        F.lag("epoch").over(order).alias("prev_epoch"),
     )
     below_hmax = col("compacted") & col("hmax").isNotNull() & (col("base_offset") < col("hmax"))
     # a gap is [prev_last + 1, base_offset): on a compacted topic it is the cleaner's (INFO,
@@ -56,23 +55,15 @@ def batch_sequence_checks(batches: DataFrame, scope: DataFrame) -> DataFrame:
         F.format_string("Replica %d holds a batch at offsets %d-%d that overlaps the previous batch ending at %d.",
                         col("replica"), col("base_offset"), col("last_offset"), col("prev_last")),
         F.struct("file", "line_number", "base_offset", "last_offset", col("prev_last").alias("previous_last_offset")))
-    # a regression is a run of consecutive batches in one epoch below an earlier epoch
-    regressing = b.filter((col("epoch") >= 0) & (col("epoch") < col("max_before")))
-    reg_order = Window.partitionBy(*KEY).orderBy(*BATCH_ORDER)
-    runs = regressing.withColumn("_prev_reg", F.lag("last_offset").over(reg_order)).withColumn(
-        "_prev_reg_epoch", F.lag("epoch").over(reg_order)).withColumn(
-        "_new", (col("_prev_reg").isNull() | (col("_prev_reg") != col("prev_last"))
-                 | (col("_prev_reg_epoch") != col("epoch"))).cast("int")).withColumn(
-        "_run", F.sum("_new").over(reg_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
-    reg_runs = runs.groupBy(*KEY, "_run", "epoch").agg(
-        F.min("base_offset").alias("start"), (F.max("last_offset") + 1).alias("end"),
-        F.max("max_before").alias("earlier_epoch"), F.min(F.struct("base_offset", "file", "line_number")).alias("first"))
-    regression = finding(
-        reg_runs, "EPOCH_REGRESSION", "ERROR", col("start"), col("end"), col("epoch"),
+    # one finding per batch whose epoch is below an earlier batch's (SPEC 5: per occurrence,
+    # the range the batch)
+    regression = Kind(
+        (col("epoch") >= 0) & (col("epoch") < col("max_before")), "EPOCH_REGRESSION", "ERROR", col("base_offset"),
+        col("last_offset") + 1, col("epoch"),
         F.format_string("Replica %d wrote offsets %d to %d in epoch %d after already holding epoch %d.",
-                        col("replica"), col("start"), col("end") - 1, col("epoch"), col("earlier_epoch")),
-        F.struct("earlier_epoch", col("first.file").alias("file"), col("first.line_number").alias("line_number")))
-    return union_all([findings(b, [gap, overlap]), regression])
+                        col("replica"), col("base_offset"), col("last_offset"), col("epoch"), col("max_before")),
+        F.struct(col("max_before").alias("earlier_epoch"), "file", "line_number"))
+    return findings(b, [gap, overlap, regression])
 
 
 def corrupt_batches(batches: DataFrame, segments: DataFrame, seg_end: DataFrame) -> DataFrame:

@@ -96,18 +96,15 @@ def _same_epoch_conflict(follower: Log, leader: Log, floor: int = 0) -> BatchRef
 
 
 def _epoch_regressions(h: PartitionHistory, r: Replica) -> list[Claim]:
-    """One claim per stretch of consecutive batches in one epoch below an earlier epoch."""
-    stretches: list[list[int]] = []  # [start, end, epoch]
+    """One claim per batch in an epoch below an earlier batch's (SPEC 5: per occurrence)."""
+    claims: list[Claim] = []
     highest = -1
     for run in r.log.runs:
         if 0 <= run.epoch < highest:
-            if stretches and stretches[-1][1] == run.base and stretches[-1][2] == run.epoch:
-                stretches[-1][1] = run.end
-            else:
-                stretches.append([run.base, run.end, run.epoch])
+            claims.extend(Claim("EPOCH_REGRESSION", "ERROR", h.topic, h.partition, r.broker, base, base + run.size)
+                          for base in range(run.base, run.end, run.size))
         highest = max(highest, run.epoch)
-    return [Claim("EPOCH_REGRESSION", "ERROR", h.topic, h.partition, r.broker, start, end)
-            for start, end, _ in stretches]
+    return claims
 
 
 def _cache_mismatches(h: PartitionHistory, r: Replica) -> list[Claim]:
