@@ -78,8 +78,8 @@ def test_missing_batches_table(spark, tmp_path: Path) -> None:  # type: ignore[n
 
 
 #: The raft rule offset by offset (SPEC 4.3): one partition per case, leader 5 and follower
-#: 3, ``(base, last, epoch)`` of each; windows are 2^16 offsets wide (a batch at 65,530 to
-#: 65,545 crosses an edge). The follower's truncation offset under ``raft``.
+#: 3, ``(base, last, epoch)`` of each; windows are 2^16 offsets wide (a batch from 65,530
+#: to 65,536 or later crosses an edge). The follower's truncation offset under ``raft``.
 RAFT_CASES = {
     # one leader batch, the follower's offsets in two of the same term: nothing conflicts
     "split": ([(0, 9, 1)], [(0, 4, 1), (5, 9, 1)], None),
@@ -93,6 +93,9 @@ RAFT_CASES = {
     "edge-prefix": ([(0, 0, 1), (65530, 65545, 1)], [(0, 0, 1), (65536, 65545, 1)], None),
     # ... and holding nothing before it
     "edge-follower-absent": ([(65530, 65545, 1)], [(65536, 65545, 1)], None),
+    # the follower's batch crosses the edge: the leader's batches after it cover its offsets
+    # there (the follower holds no batch starting in that window)
+    "edge-follower-crossing": ([(65530, 65535, 1), (65536, 65540, 1), (65541, 65545, 1)], [(65530, 65540, 1)], None),
     # the crossing batch covers less than the follower holds after the edge: 65,541 conflicts
     "edge-short": ([(65530, 65540, 1)], [(65530, 65535, 1), (65536, 65545, 1)], 65536),
 }

@@ -88,7 +88,7 @@ def window_verdicts(pairs: DataFrame, windows: DataFrame, tails: DataFrame, repl
     same = ((col("f_n") == col("l_n")) & (col("f_d1") == col("l_d1")) & (col("f_d2") == col("l_d2"))
             & (col("f_crcless") == 0) & (col("l_crcless") == 0))
     if all_windows:
-        both = both.select("*", _leader_straddles().alias("straddle"))
+        both = both.select("*", _straddles().alias("straddle"))
     reaches = F.greatest(col("f_max_last"), col("l_max_last")) >= col("floor")
     differ = both.filter(~F.coalesce(same, lit(False)) & (lit(all_windows) | reaches))
     if not all_windows:
@@ -107,7 +107,7 @@ def window_verdicts(pairs: DataFrame, windows: DataFrame, tails: DataFrame, repl
     prefix = ((col("l_n") - col("x_n") == col("f_n")) & (left_d1 == col("f_d1")) & (left_d2 == col("f_d2"))
               & (col("f_crcless") == 0) & (col("l_crcless") == 0))
     known = F.coalesce(col("f_regular"), lit(False)) & F.coalesce(col("l_regular"), lit(False))
-    if all_windows:  # (the raft rule: a leader's batch across a window edge is read)
+    if all_windows:  # (the raft rule: a batch across a window edge is read)
         known = known & ~col("straddle")
     verdict = (
         F.when(~known, lit(DRILL))
@@ -121,19 +121,20 @@ def window_verdicts(pairs: DataFrame, windows: DataFrame, tails: DataFrame, repl
         col("x_first").alias("extra_first"))
 
 
-def _leader_straddles() -> Column:
-    """Whether a leader's batch crosses the window's edges: one of an earlier window reaches
-    into it, or its last batch reaches into a later one. The ``raft`` rule looks offset by
-    offset (SPEC 4.3: an offset the follower holds is covered by any leader batch of its
-    epoch holding it), so such a window is read batch by batch, with the window the batch
-    starts in: a verdict on summaries (the leader absent, the follower absent or holding a
-    prefix) speaks of batches by their base offsets, and the crossing batch then covers
-    offsets of another window."""
+def _straddles() -> Column:
+    """Whether a batch of either replica crosses the window's edges: one of an earlier
+    window reaches into it, or its last batch reaches into a later one. The ``raft`` rule
+    looks offset by offset (SPEC 4.3: an offset the follower holds is covered by any leader
+    batch of its epoch holding it), so such a window is read batch by batch, with the
+    window the batch starts in: a verdict on summaries (the leader absent, the follower
+    absent or holding a prefix) speaks of batches by their base offsets, and a crossing
+    batch holds or covers offsets of another window."""
     pair = Window.partitionBy(*PARTITION, "replica", "leader").orderBy("win")
-    before = F.max("l_max_last").over(pair.rowsBetween(Window.unboundedPreceding, -1))
+    reach = F.greatest(col("f_max_last"), col("l_max_last"))
+    before = F.max(reach).over(pair.rowsBetween(Window.unboundedPreceding, -1))
     start = F.shiftleft(col("win"), digest_module.WINDOW_BITS)
     after = F.shiftleft(col("win") + 1, digest_module.WINDOW_BITS)
-    return F.coalesce(before >= start, lit(False)) | F.coalesce(col("l_max_last") >= after, lit(False))
+    return F.coalesce(before >= start, lit(False)) | F.coalesce(reach >= after, lit(False))
 
 
 #: The sums of a window summary that :func:`in_scope` restricts, and how each combines.
