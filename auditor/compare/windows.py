@@ -18,8 +18,7 @@ from auditor import columns as F
 from auditor.columns import col, lit
 from auditor.semantics.eoe import ENTRY, eoe, latest_epoch
 from auditor.semantics.truncation import kip101_offset, least_strict
-from auditor.summarise import digest as digest_module
-from auditor.summarise.digest import COMBINE, DIGEST_SUMS, digest, fold
+from auditor.summarise.digest import COMBINE, DIGEST_SUMS, digest, fold, window_start
 
 KEY = ["snapshot", "topic", "partition", "replica"]
 PARTITION = ["snapshot", "topic", "partition"]
@@ -132,9 +131,8 @@ def _straddles() -> Column:
     pair = Window.partitionBy(*PARTITION, "replica", "leader").orderBy("win")
     reach = F.greatest(col("f_max_last"), col("l_max_last"))
     before = F.max(reach).over(pair.rowsBetween(Window.unboundedPreceding, -1))
-    start = F.shiftleft(col("win"), digest_module.WINDOW_BITS)
-    after = F.shiftleft(col("win") + 1, digest_module.WINDOW_BITS)
-    return F.coalesce(before >= start, lit(False)) | F.coalesce(reach >= after, lit(False))
+    return (F.coalesce(before >= window_start(col("win")), lit(False))
+            | F.coalesce(reach >= window_start(col("win") + 1), lit(False)))
 
 
 #: The sums of a window summary that :func:`in_scope` restricts, and how each combines.

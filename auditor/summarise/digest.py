@@ -49,6 +49,11 @@ def window_of(base: Column) -> Column:
     return F.shiftright(base, WINDOW_BITS)
 
 
+def window_start(win: Column) -> Column:
+    """The first offset of window ``win`` (the inverse of :func:`window_of`)."""
+    return F.shiftleft(win, WINDOW_BITS)
+
+
 def _lo(h: Column) -> Column:
     return h.bitwiseAND(lit(LOW))
 
